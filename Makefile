@@ -1,0 +1,35 @@
+# The README's two commands: `make serve` and `make test`. Each makes its own virtualenv
+# (.venv), installs what it needs there, and is safe to run again.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: serve test lint bench install install-test
+
+serve: install
+	$(BIN)/flask --app wsgi db upgrade
+	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
+
+test: install-test
+	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py
+	$(BIN)/python -m pytest
+
+lint: install-test
+	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: setup.cfg setup.py | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: setup.cfg setup.py | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed

@@ -1,0 +1,111 @@
+"""Quarry: an on-prem SQL and machine-learning service speaking the MindsDB REST interface."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from .config import load_settings
+from .errors import register_error_handlers
+from .extensions import api as openapi  # not `api`: the app.api package would shadow it
+from .extensions import db, migrate
+from .ops import init_ops
+from .security import init_auth
+from .services.trainer import init_trainer
+from .sql import init_sources
+
+__version__ = "0.1.0"
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """Build a Quarry app: settings, extensions, blueprints, error handlers, CLI."""
+    settings = load_settings()
+    settings.update(config or {})
+    instance_path = os.path.abspath(settings["INSTANCE_PATH"] or "instance")
+    os.makedirs(instance_path, exist_ok=True)
+
+    app = Flask(__name__, instance_path=instance_path)
+    app.config.update(settings)
+    _configure_logging(app)
+    if not settings["SECRET_KEY"]:
+        if settings["AUTH_REQUIRED"]:
+            raise RuntimeError("QUARRY_AUTH_REQUIRED is on but QUARRY_SECRET_KEY is not set: "
+                               "sessions could not be signed; set a long random secret key")
+        settings["SECRET_KEY"] = secrets.token_hex(32)
+    app.config.update(
+        SECRET_KEY=settings["SECRET_KEY"],
+        SQLALCHEMY_DATABASE_URI=settings["DATABASE_URL"]
+        or "sqlite:///" + os.path.join(instance_path, "quarry.db"),
+        SQLALCHEMY_ENGINE_OPTIONS=_store_engine_options(settings),
+        MAX_CONTENT_LENGTH=settings["MAX_BODY_BYTES"],
+        API_TITLE="Quarry",
+        API_VERSION=__version__,
+        OPENAPI_VERSION="3.0.3",
+        OPENAPI_URL_PREFIX="/api",
+        OPENAPI_JSON_PATH="openapi.json",
+        JSON_SORT_KEYS=False,
+    )
+    app.json.sort_keys = False
+    app.json.ensure_ascii = False
+
+    db.init_app(app)
+    init_sources(app)  # data sources (and the demo file) for the SQL endpoint
+    migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..",
+                                                     "migrations"))
+    openapi.init_app(app)
+    with app.app_context():
+        _tune_store_engine(db.engine)
+    register_error_handlers(app)
+    # Request id first, then the sign-in guard: a refused request still carries its id.
+    init_ops(app)
+    init_auth(app)
+    init_trainer(app)
+    _register_blueprints(app)
+    _register_cli(app)
+    return app
+
+
+def _configure_logging(app: Flask) -> None:
+    app.logger.setLevel(app.config["LOG_LEVEL"])
+    logging.getLogger("app").setLevel(app.config["LOG_LEVEL"])
+
+
+def _store_engine_options(settings: dict[str, Any]) -> dict[str, Any]:
+    url = settings["DATABASE_URL"] or "sqlite://"
+    if url.startswith("sqlite"):
+        # Writers wait for the lock instead of failing at once under concurrent requests.
+        return {"connect_args": {"timeout": 30}}
+    return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 10, "pool_timeout": 10}
+
+
+def _tune_store_engine(engine: Engine) -> None:
+    if engine.dialect.name != "sqlite":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_connection, _record):
+        # SQLite leaves foreign keys (and so ON DELETE CASCADE) off unless asked per connection;
+        # WAL lets readers go on while one request writes.
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+
+def _register_blueprints(app: Flask) -> None:
+    from .api import register_blueprints
+
+    register_blueprints(app, openapi)
+
+
+def _register_cli(app: Flask) -> None:
+    from .cli import register_cli
+
+    register_cli(app)

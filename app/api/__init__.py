@@ -1,0 +1,34 @@
+"""One blueprint module per resource, registered here."""
+
+from copy import deepcopy
+
+from flask import Flask
+from flask_smorest import Api
+
+
+def register_blueprints(app: Flask, api: Api) -> None:
+    from . import agents, auth, models, projects, skills, sql, status
+
+    api.register_blueprint(status.blp)
+    api.register_blueprint(auth.blp)
+    api.register_blueprint(projects.blp)
+    api.register_blueprint(skills.blp)
+    api.register_blueprint(agents.blp)
+    api.register_blueprint(models.blp)
+    api.register_blueprint(sql.blp)
+    # The published interface documents skills and agents without the /api prefix too:
+    # the same blueprints (same handlers) registered a second time under another name.
+    app.register_blueprint(skills.blp, url_prefix="/projects/<string:project>/skills",
+                           name="skills_unprefixed")
+    app.register_blueprint(agents.blp, url_prefix="/projects/<string:project>",
+                           name="agents_unprefixed")
+    _document_unprefixed(api)
+
+
+def _document_unprefixed(api: Api) -> None:
+    """Add the unprefixed skill and agent paths to the OpenAPI document as well."""
+    paths = api.spec._paths  # apispec keeps no public accessor for registered paths
+    for path, operations in list(paths.items()):
+        if path.startswith("/api/projects/{project}/") and (
+                "/skills" in path or "/agent" in path):
+            paths.setdefault(path.removeprefix("/api"), deepcopy(operations))

@@ -1,0 +1,129 @@
+"""Every setting, with its default and one line of meaning.
+
+Settings are read from environment variables named ``QUARRY_<NAME>`` when the app is
+created (never at import time), then overridden by the mapping given to ``create_app``.
+The README's settings table is generated from the same list (``flask settings``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    kind: type | str
+    doc: str
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+SETTINGS: list[Setting] = [
+    Setting("DATABASE_URL", None, str,
+            "SQLAlchemy URL of the metadata store; default: SQLite file quarry.db in the "
+            "instance folder. PostgreSQL: postgresql+psycopg://user:pass@host/db"),
+    Setting("SECRET_KEY", None, str,
+            "Key that signs session cookies; required when AUTH_REQUIRED is on "
+            "(default: a random key per process)"),
+    Setting("MAX_BODY_BYTES", 16 * 1024 * 1024, int,
+            "Largest request body accepted, in bytes; larger bodies get 413"),
+    Setting("INSTANCE_PATH", None, str,
+            "Folder for the SQLite store and the demo database (default: ./instance)"),
+    Setting("DATA_SOURCES", {}, "json",
+            'Data sources as JSON: {"name": "sqlalchemy-url"} or '
+            '{"name": {"url": ..., "timeout_s": ..., "max_rows": ...}}'),
+    Setting("DEMO_SOURCE", True, bool,
+            "Serve the embedded SQLite demo data source named demo"),
+    Setting("DEMO_PATH", None, str,
+            "File of the demo SQLite database (default: demo.db in the instance folder); "
+            "built at start when missing"),
+    Setting("SQL_TIMEOUT_S", 30.0, float,
+            "Time limit of one SQL statement, in seconds (a request may lower it)"),
+    Setting("SQL_MAX_ROWS", 100_000, int,
+            "Most rows a query returns; beyond it the answer says truncated: true"),
+    Setting("SQL_MAX_RESPONSE_BYTES", 64 * 1024 * 1024, int,
+            "Largest encoded result of one query, in bytes"),
+    Setting("SQL_POOL_SIZE", 4, int,
+            "Connections kept open per data source and process"),
+    Setting("SQL_POOL_TIMEOUT_S", 5.0, float,
+            "Longest wait for a free data-source connection before answering busy"),
+    Setting("TRAINING_WORKERS", 1, int,
+            "Models trained at the same time per process"),
+    Setting("TRAINING_MAX_ROWS", 1_000_000, int,
+            "Most rows read from the source query to train a model"),
+    Setting("AUTH_REQUIRED", False, bool,
+            "Require sign-in (session cookie, Bearer token or X-Api-Key) on every route "
+            "but /api/status and /api/login"),
+    Setting("SESSION_TTL_S", 12 * 3600, int,
+            "Lifetime of a sign-in session, in seconds"),
+    Setting("LOGIN_MAX_FAILURES", 5, int,
+            "Failed sign-ins allowed per user and per client address in LOGIN_WINDOW_S "
+            "before further attempts are refused with 429"),
+    Setting("LOGIN_WINDOW_S", 300, int,
+            "Window, in seconds, over which failed sign-ins are counted"),
+    Setting("PROXY_HOPS", 0, int,
+            "Reverse proxies in front of Quarry whose X-Forwarded-* headers are trusted"),
+    Setting("LOG_LEVEL", "INFO", str,
+            "Level of the application log (DEBUG, INFO, WARNING, ERROR)"),
+    # Read by gunicorn.conf.py (listed here so that the README documents them too).
+    Setting("BIND", "127.0.0.1:47334", str, "Address gunicorn listens on (gunicorn.conf.py)"),
+    Setting("WORKERS", None, int,
+            "gunicorn worker processes (gunicorn.conf.py; default: CPU count + 1)"),
+    Setting("THREADS", 8, int, "Threads per gunicorn worker (gunicorn.conf.py)"),
+]
+
+
+def _convert(setting: Setting, raw: str) -> Any:
+    if setting.kind is bool:
+        return _bool(raw)
+    if setting.kind == "json":
+        return json.loads(raw)
+    return setting.kind(raw)
+
+
+def load_settings(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """Settings from the environment, each converted to its kind, with defaults filled in."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = environ.get(f"QUARRY_{setting.name}")
+        if raw is None:
+            values[setting.name] = setting.default
+            continue
+        try:
+            values[setting.name] = _convert(setting, raw)
+        except ValueError as exc:
+            raise RuntimeError(f"QUARRY_{setting.name} is not valid: {exc}") from exc
+    return values
+
+
+def settings_table() -> str:
+    """The README's settings table, in Markdown."""
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for s in SETTINGS:
+        default = "(see meaning)" if s.default is None else f"`{json.dumps(s.default)}`"
+        lines.append(f"| `QUARRY_{s.name}` | {default} | {s.doc} |")
+    return "\n".join(lines)
+
+
+def write_readme_table(path: str = "README.md") -> None:
+    """Refresh the settings table between the README's settings markers."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    head, rest = text.split("<!-- settings:start -->")
+    _, tail = rest.split("<!-- settings:end -->")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"{head}<!-- settings:start -->\n{settings_table()}\n<!-- settings:end -->{tail}")
+

@@ -1,0 +1,34 @@
+"""Extensions, created unbound here and bound to the app in the factory."""
+
+from flask_migrate import Migrate
+from flask_smorest import Api
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import MetaData
+from sqlalchemy.orm import DeclarativeBase
+
+from .errors import from_http_exception
+
+# Named constraints, so that Alembic can alter and drop them on every backend.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class QuarryApi(Api):
+    """flask-smorest's Api, answering its errors in the one problem+json envelope."""
+
+    def handle_http_exception(self, error):
+        return from_http_exception(error)
+
+
+db = SQLAlchemy(model_class=Base)
+migrate = Migrate()
+api = QuarryApi()

@@ -1,0 +1,239 @@
+"""Column typing: what each column of a training frame is, and how a value is made usable.
+
+Rows arrive from any SQL database through the data path as Python values (ints, floats,
+Decimals, strings, datetimes, None), so types are decided from the values, not only from
+the dtype pandas guessed. The same conversions run at training and at prediction, so a row
+sent to ``predict`` is read exactly the way the training rows were.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from .errors import PredictionError
+
+# Kinds a column can take; the first four are used as inputs, the rest are left out.
+NUMERIC = ("integer", "float")
+USED_KINDS = ("integer", "float", "categorical", "binary", "datetime")
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}"
+                       r"([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
+_ID_NAME = re.compile(r"(^|_)(id|uuid|guid|key)$|^(id|uuid|guid)_|Id$|ID$")
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+# Up to this many distinct strings a column is categorical whatever the row count.
+CATEGORICAL_MAX_DISTINCT = 50
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    # integer|float|categorical|binary|datetime (used); text|identifier|constant|empty (left out)
+    kind: str
+    reason: str | None = None  # why the column is left out, when it is
+
+    @property
+    def used(self) -> bool:
+        return self.kind in USED_KINDS
+
+
+def normalise(series: pd.Series) -> tuple[pd.Series, str]:
+    """The series converted to one clean dtype, and its base type.
+
+    Base types: ``bool`` (float 0/1), ``int`` / ``float`` (float64), ``datetime``
+    (naive UTC datetime64), ``string`` (object of str, NaN for missing).
+    """
+    if pd.api.types.is_bool_dtype(series):
+        return series.astype("float64"), "bool"
+    if pd.api.types.is_numeric_dtype(series):
+        values = series.astype("float64")
+        return values, "int" if _integral(values) else "float"
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return _naive_utc(series), "datetime"
+    present = series.dropna()
+    if present.empty:
+        return pd.Series(np.nan, index=series.index, dtype="float64"), "float"
+    types = {type(v) for v in present}
+    if types <= {bool, np.bool_}:
+        return series.map(_bool_or_nan).astype("float64"), "bool"
+    if all(issubclass(t, int | float | decimal.Decimal | np.number) for t in types) \
+            and not types & {bool, np.bool_}:
+        values = pd.to_numeric(series.map(_float_or_nan), errors="coerce").astype("float64")
+        return values, "int" if _integral(values) else "float"
+    if all(issubclass(t, dt.date) for t in types):
+        return _naive_utc(pd.to_datetime(series, utc=True, errors="coerce")), "datetime"
+    text = series.map(lambda v: v if v is None or (isinstance(v, float) and np.isnan(v))
+                      else str(v))
+    present = text.dropna()
+    numbers = pd.to_numeric(present, errors="coerce")
+    if numbers.notna().all():
+        values = pd.to_numeric(text, errors="coerce").astype("float64")
+        return values, "int" if _integral(values) else "float"
+    lowered = {v.strip().lower() for v in present.unique()}
+    if lowered <= (_TRUE | _FALSE) and len(lowered) <= 2 and not lowered <= {"0", "1"}:
+        return text.map(_bool_or_nan).astype("float64"), "bool"
+    if present.map(lambda v: bool(_ISO_DATE.match(v.strip()))).all():
+        parsed = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
+        if parsed.notna().sum() == len(present):
+            return _naive_utc(parsed), "datetime"
+    return text.astype(object).where(text.notna(), np.nan), "string"
+
+
+def infer_column(name: str, values: pd.Series, base: str) -> ColumnInfo:
+    """Decide what an input column is and whether it is used (``values`` normalised)."""
+    present = values.dropna()
+    if present.empty:
+        return ColumnInfo(name, "empty", "left out: the column holds no values")
+    distinct = present.nunique()
+    if distinct <= 1:
+        return ColumnInfo(name, "constant", "left out: the column holds a single value")
+    if base == "bool":
+        return ColumnInfo(name, "binary")
+    if base == "datetime":
+        return ColumnInfo(name, "datetime")
+    if base in ("int", "float"):
+        if distinct == 2 and set(present.unique()) == {0.0, 1.0}:
+            return ColumnInfo(name, "binary")  # a boolean stored as 0/1, as SQL often does
+        if base == "int" and distinct == len(present) and len(present) >= 20 \
+                and (_ID_NAME.search(name) or _is_sequence(present)):
+            return ColumnInfo(name, "identifier",
+                              "left out: ID-like (integers, every value distinct)")
+        return ColumnInfo(name, "integer" if base == "int" else "float")
+    # Strings: few distinct values are categories; long distinct values are free text;
+    # short values nearly all distinct are identifiers (codes, names, keys).
+    ratio = distinct / len(present)
+    words = present.map(lambda v: len(v.split())).mean()
+    if distinct <= CATEGORICAL_MAX_DISTINCT or ratio <= 0.1:
+        return ColumnInfo(name, "categorical")
+    if words >= 3:
+        return ColumnInfo(name, "text",
+                          f"left out: free text ({distinct} distinct values, "
+                          f"{words:.1f} words on average)")
+    if ratio >= 0.9:
+        return ColumnInfo(name, "identifier",
+                          f"left out: ID-like ({distinct} distinct values in {len(present)} rows)")
+    return ColumnInfo(name, "categorical")
+
+
+def coerce_value(column: ColumnInfo, value: Any) -> Any:
+    """One value of a prediction row, converted as the training values were.
+
+    Raises PredictionError naming the column when the value cannot be of the column's type.
+    """
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return np.nan
+    if isinstance(value, dict | list | tuple | set | bytes):
+        raise _wrong_type(column, value)
+    kind = column.kind
+    if kind in NUMERIC:
+        if isinstance(value, bool):  # SQLite and MySQL store booleans as 0/1 integers
+            return float(value)
+        if isinstance(value, int | float | decimal.Decimal | np.number):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                raise _wrong_type(column, value) from None
+        raise _wrong_type(column, value)
+    if kind == "binary":
+        result = _bool_or_nan(value)
+        if result is None:
+            raise _wrong_type(column, value)
+        return result
+    if kind == "datetime":
+        if isinstance(value, dt.date):
+            stamp = pd.Timestamp(value)
+        elif isinstance(value, str) and _ISO_DATE.match(value.strip()):
+            try:
+                stamp = pd.Timestamp(value.strip())
+            except ValueError:
+                raise _wrong_type(column, value) from None
+        else:
+            raise _wrong_type(column, value)
+        if stamp.tzinfo is not None:
+            stamp = stamp.tz_convert("UTC").tz_localize(None)
+        return stamp
+    # categorical: numbers and booleans are read as their text, as SQL results often are
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _wrong_type(column: ColumnInfo, value: Any) -> PredictionError:
+    expected = {"integer": "a number", "float": "a number", "binary": "a boolean",
+                "datetime": "an ISO 8601 date or timestamp",
+                "categorical": "a string"}.get(column.kind, "a scalar")
+    return PredictionError(f"Column '{column.name}' expects {expected}, "
+                           f"got {type(value).__name__} {value!r}", column=column.name)
+
+
+def _bool_or_nan(value: Any) -> float | None:
+    if isinstance(value, bool | np.bool_):
+        return float(value)
+    if isinstance(value, int | float) and value in (0, 1):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return 1.0
+        if text in _FALSE:
+            return 0.0
+    return None
+
+
+def _float_or_nan(value: Any) -> float:
+    return np.nan if value is None else float(value)
+
+
+def _integral(values: pd.Series) -> bool:
+    present = values.dropna()
+    return bool(len(present)) and bool(np.all(np.isfinite(present))) \
+        and bool((present == np.round(present)).all())
+
+
+def _is_sequence(values: pd.Series) -> bool:
+    ordered = np.sort(values.to_numpy())
+    return bool(np.all(np.diff(ordered) == 1))
+
+
+def _naive_utc(series: pd.Series) -> pd.Series:
+    if getattr(series.dt, "tz", None) is not None:
+        series = series.dt.tz_convert("UTC").dt.tz_localize(None)
+    return series.astype("datetime64[ns]")
+
+
+class DatetimeParts(BaseEstimator, TransformerMixin):
+    """Datetime columns → year, month, day, weekday, hour and epoch days, as floats."""
+
+    PARTS = ("year", "month", "day", "dayofweek", "hour")
+
+    def fit(self, X, y=None):  # noqa: N803 - scikit-learn's naming
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X):  # noqa: N803
+        frame = pd.DataFrame(X)
+        out = []
+        for name in frame.columns:
+            stamps = pd.to_datetime(frame[name], errors="coerce")
+            for part in self.PARTS:
+                out.append(getattr(stamps.dt, part).astype("float64").to_numpy())
+            epoch = (stamps - pd.Timestamp("1970-01-01")) / pd.Timedelta(days=1)
+            out.append(epoch.astype("float64").to_numpy())
+        return np.column_stack(out) if out else np.empty((len(frame), 0))
+
+    def get_feature_names_out(self, input_features=None):
+        names = input_features if input_features is not None else []
+        return np.array([f"{n}_{p}" for n in names for p in (*self.PARTS, "epoch_days")],
+                        dtype=object)

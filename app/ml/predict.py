@@ -1,0 +1,127 @@
+"""Prediction: rows in, the same rows out with the predicted column and its confidence."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import joblib
+import numpy as np
+import pandas as pd
+
+from .columns import NUMERIC, ColumnInfo, coerce_value
+from .errors import PredictionError
+from .threads import one_openmp_thread
+from .train import ARTIFACT_FORMAT
+
+# The nominal coverage of the regression interval (5th to 95th percentile of residuals).
+INTERVAL_LEVEL = 0.9
+
+
+@dataclass
+class LoadedModel:
+    """An artifact unpacked once, so that repeated predictions skip joblib."""
+
+    pipeline: Any
+    target: str
+    problem: str
+    columns: list[ColumnInfo]
+    interval: tuple[float, float] | None
+
+
+def load_model(artifact: bytes) -> LoadedModel:
+    """Unpack an artifact written by ``train``."""
+    bundle = joblib.load(io.BytesIO(artifact))
+    if not isinstance(bundle, dict) or bundle.get("format") != ARTIFACT_FORMAT:
+        raise PredictionError("The stored model was written by an incompatible version; "
+                              "retrain it")
+    return LoadedModel(pipeline=bundle["pipeline"], target=bundle["target"],
+                       problem=bundle["problem"],
+                       columns=[ColumnInfo(name, kind) for name, kind in bundle["columns"]],
+                       interval=bundle["interval"])
+
+
+def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row plus ``<target>``, ``<target>_confidence`` and ``<target>_explain``.
+
+    Input columns missing from a row are imputed as at training; unknown keys are kept in the
+    answer but not used. A value of the wrong type raises PredictionError naming its column.
+    """
+    model = artifact if isinstance(artifact, LoadedModel) else load_model(artifact)
+    if not rows:
+        return []
+    with one_openmp_thread():
+        return _predict(model, rows)
+
+
+def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    frame = _frame(model.columns, rows)
+    target = model.target
+    out = []
+    if model.problem == "classification":
+        probabilities = model.pipeline.predict_proba(frame)
+        classes = model.pipeline.classes_
+        best = probabilities.argmax(axis=1)
+        for row, index, probs in zip(rows, best, probabilities, strict=True):
+            value = _native(classes[index])
+            confidence = round(float(probs[index]), 4)
+            explain = {"predicted_value": value, "confidence": confidence,
+                       "anomaly": None, "truth": None}
+            out.append(_answer(row, target, value, confidence, explain))
+        return out
+    low, high = model.interval or (0.0, 0.0)
+    for row, raw in zip(rows, model.pipeline.predict(frame), strict=True):
+        value = _native(raw)
+        lower, upper = _native(raw + low), _native(raw + high)
+        explain = {"predicted_value": value, "confidence": INTERVAL_LEVEL,
+                   "anomaly": None, "truth": None,
+                   "confidence_lower_bound": lower, "confidence_upper_bound": upper}
+        answer = _answer(row, target, value, INTERVAL_LEVEL, explain)
+        answer[f"{target}_min"] = lower
+        answer[f"{target}_max"] = upper
+        out.append(answer)
+    return out
+
+
+def _frame(columns: list[ColumnInfo], rows: list[dict[str, Any]]) -> pd.DataFrame:
+    data: dict[str, list[Any]] = {c.name: [] for c in columns}
+    for number, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise PredictionError(f"Row {number + 1} is not an object of column values")
+        folded = {str(k).lower(): v for k, v in row.items()}
+        for column in columns:
+            value = row[column.name] if column.name in row \
+                else folded.get(column.name.lower())
+            data[column.name].append(coerce_value(column, value))
+    frame = {}
+    for column in columns:
+        values = data[column.name]
+        if column.kind in NUMERIC or column.kind == "binary":
+            frame[column.name] = pd.Series(values, dtype="float64")
+        elif column.kind == "datetime":
+            frame[column.name] = pd.to_datetime(pd.Series(values, dtype=object)) \
+                .astype("datetime64[ns]")
+        else:
+            frame[column.name] = pd.Series(values, dtype=object)
+    return pd.DataFrame(frame)
+
+
+def _answer(row: dict[str, Any], target: str, value: Any, confidence: float,
+            explain: dict[str, Any]) -> dict[str, Any]:
+    answer = dict(row)
+    answer[target] = value
+    answer[f"{target}_confidence"] = confidence
+    answer[f"{target}_explain"] = json.dumps(explain)
+    return answer
+
+
+def _native(value: Any) -> Any:
+    """A numpy scalar as a JSON-friendly Python value (non-finite floats as None)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,1 @@
+"""marshmallow schemas, one module per resource; input and output schemas apart."""

@@ -1,0 +1,50 @@
+"""Request schema of POST /api/sql/query (the answer is encoded by app.sql.encode)."""
+
+from typing import Any
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+
+
+class SqlContext(Schema):
+    """Unknown keys inside context are ignored, as MindsDB does (clients send show_secrets)."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    db = fields.String(allow_none=True, load_default=None)
+
+
+class ParamValue(fields.Field):
+    """A bind value: string, number, boolean or null (never spliced into SQL text)."""
+
+    def _deserialize(self, value: Any, attr, data, **kwargs) -> Any:
+        if value is None or isinstance(value, str | int | float | bool):
+            return value
+        raise ValidationError("A parameter value is a string, number, boolean or null.")
+
+
+class SqlQueryIn(Schema):
+    """Unknown top-level keys are ignored too: MindsDB clients may send more than these."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    query = fields.String(required=True, validate=validate.Length(min=1))
+    context = fields.Nested(SqlContext, allow_none=True, load_default=dict)
+    params = fields.Dict(keys=fields.String(), values=ParamValue(allow_none=True),
+                         allow_none=True, load_default=None)
+    timeout_s = fields.Float(allow_none=True, load_default=None,
+                             validate=validate.Range(min=0, min_inclusive=False),
+                             metadata={"description": "Lower this statement's time limit"})
+
+
+class SqlResultOut(Schema):
+    """The answer (documentation only: encoded by app.sql.encode for speed and exactness)."""
+
+    type = fields.String(metadata={"description": "table, ok or error"})
+    column_names = fields.List(fields.String())
+    data = fields.List(fields.List(fields.Raw()))
+    context = fields.Dict()
+    truncated = fields.Boolean()
+    error_code = fields.Integer()
+    error_message = fields.String()

@@ -1,0 +1,1 @@
+"""Plain functions, one module per resource: the rules. They own the transaction."""

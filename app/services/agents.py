@@ -1,0 +1,161 @@
+"""Agents: an LLM configuration of a project with the skills it may use."""
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
+
+from ..errors import Conflict, NotFound
+from ..extensions import db
+from ..store import Agent, AgentSkill, MLModel, Project
+from .common import commit
+from .names import name_key, validate_name, where_ref
+from .projects import get_project
+from .secrets import keep_masked, merge
+from .skills import skills_by_name
+from .views import agent_query, agent_views
+
+# Fields copied as they come; None means "leave as it was" on update (clients send every field).
+SCALAR_FIELDS = ("model_name", "provider", "prompt_template")
+DICT_FIELDS = ("model", "data")
+
+
+def _taken(name: str) -> Conflict:
+    return Conflict(f"Agent '{name}' already exists in this project; choose another name",
+                    title="Agent already exists")
+
+
+def _query(project: Project):
+    # For updates: the agent as an ORM object with its links and their skills.
+    return (select(Agent).where(Agent.project_id == project.id)
+            .options(selectinload(Agent.skill_links).selectinload(AgentSkill.skill)))
+
+
+def list_agents(project_name: str) -> list[dict[str, Any]]:
+    project = get_project(project_name)
+    return agent_views(agent_query().where(Agent.project_id == project.id).order_by(Agent.id))
+
+
+def find_agent(project: Project, ref: str) -> Agent:
+    agent = db.session.scalar(where_ref(_query(project), Agent, ref))
+    if agent is None:
+        raise _missing(project.name, ref)
+    return agent
+
+
+def _missing(project_name: str, ref: str) -> NotFound:
+    return NotFound(f"Agent '{ref}' does not exist in project '{project_name}'",
+                    title="Agent not found")
+
+
+def get_agent(project_name: str, ref: str) -> dict[str, Any]:
+    query = where_ref(agent_query().join(Project, Project.id == Agent.project_id)
+                      .where(Project.name_key == name_key(project_name)), Agent, ref)
+    views = agent_views(query)
+    if not views:
+        project = get_project(project_name)
+        raise _missing(project.name, ref)
+    return views[0]
+
+
+def _view(agent_id: int) -> dict[str, Any]:
+    return agent_views(agent_query().where(Agent.id == agent_id))[0]
+
+
+def _skill_specs(items: list[Any]) -> list[tuple[str, dict[str, Any] | None]]:
+    """Skills given as names or as {"name", "parameters"} → (name, parameters) pairs."""
+    specs = []
+    for item in items:
+        if isinstance(item, str):
+            specs.append((item, None))
+        else:
+            specs.append((item["name"], item.get("parameters")))
+    return specs
+
+
+def _check_model(project: Project, agent: Agent) -> None:
+    # A "mindsdb" provider means the agent's LLM is a model of this project: it must exist.
+    if (agent.provider or "").lower() != "mindsdb" or not agent.model_name:
+        return
+    exists = db.session.scalar(select(MLModel.id).where(
+        MLModel.project_id == project.id, MLModel.name_key == name_key(agent.model_name)))
+    if exists is None:
+        raise NotFound(f"Model '{agent.model_name}' does not exist in project '{project.name}'",
+                       title="Model not found")
+
+
+def _attach(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]) -> None:
+    found = skills_by_name(project, [name for name, _ in specs])
+    linked = {link.skill_id: link for link in agent.skill_links}
+    for name, parameters in specs:
+        skill = found[name_key(name)]
+        if skill.id in linked:
+            if parameters is not None:
+                linked[skill.id].parameters = parameters
+            continue
+        link = AgentSkill(skill=skill, parameters=parameters, position=len(agent.skill_links))
+        agent.skill_links.append(link)
+        linked[skill.id] = link
+
+
+def _replace(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]) -> None:
+    """Make the agent's skills exactly ``specs``, in that order, with those parameters."""
+    found = skills_by_name(project, [name for name, _ in specs])
+    order = {found[name_key(name)].id: i for i, (name, _) in enumerate(specs)}
+    agent.skill_links = [link for link in agent.skill_links if link.skill_id in order]
+    for link in agent.skill_links:
+        link.parameters = None  # replaced: what the new list says, or nothing
+    _attach(project, agent, specs)
+    agent.skill_links.sort(key=lambda link: order[link.skill.id])
+
+
+def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
+    project = get_project(project_name)
+    name = validate_name("agent", data["name"])
+    agent = Agent(project_id=project.id, name=name, name_key=name_key(name),
+                  params=data.get("params") or {},
+                  **{f: data.get(f) for f in SCALAR_FIELDS + DICT_FIELDS})
+    _check_model(project, agent)
+    with db.session.no_autoflush:
+        _attach(project, agent, _skill_specs(data.get("skills") or []))
+    db.session.add(agent)
+    commit(lambda: _taken(name))
+    return _view(agent.id)
+
+
+def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str, Any]:
+    project = get_project(project_name)
+    agent = find_agent(project, ref)
+    with db.session.no_autoflush:
+        if data.get("name") is not None:
+            agent.name = validate_name("agent", data["name"])
+            agent.name_key = name_key(agent.name)
+        for field in SCALAR_FIELDS:
+            if data.get(field) is not None:
+                setattr(agent, field, data[field])
+        if data.get("params") is not None:
+            agent.params = merge(agent.params, data["params"])
+        for field in DICT_FIELDS:
+            if data.get(field) is not None:
+                setattr(agent, field, keep_masked(getattr(agent, field), data[field]))
+        _check_model(project, agent)
+        if data.get("skills") is not None:
+            specs = _skill_specs(data["skills"])
+            _replace(project, agent, specs)
+        if data.get("skills_to_add"):
+            _attach(project, agent, _skill_specs(data["skills_to_add"]))
+        if data.get("skills_to_remove"):
+            drop = {name_key(n) for n, _ in _skill_specs(data["skills_to_remove"])}
+            agent.skill_links = [link for link in agent.skill_links
+                                 if link.skill.name_key not in drop]
+        for position, link in enumerate(agent.skill_links):
+            link.position = position
+    new_name = agent.name
+    commit(lambda: _taken(new_name))
+    return _view(agent.id)
+
+
+def delete_agent(project_name: str, ref: str) -> None:
+    agent = find_agent(get_project(project_name), ref)
+    db.session.execute(db.delete(Agent).where(Agent.id == agent.id))
+    db.session.commit()

@@ -1,0 +1,273 @@
+"""Users, sign-in sessions, API tokens and the sign-in abuse limits.
+
+Tokens (session and API) look like ``qs_<selector><verifier>`` / ``qt_<selector><verifier>``:
+the selector (16 hex characters) finds the row, the verifier (32 random bytes) is stored only
+as its sha256 and checked with ``hmac.compare_digest``. The prefixes also let the log filter
+recognise a token anywhere and mask it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flask import current_app
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from ..errors import BadRequest, Conflict, NotFound, TooManyRequests, Unauthorized
+from ..extensions import db
+from ..store.auth import ApiToken, LoginFailure, User, UserSession
+from ..store.types import utcnow
+
+log = logging.getLogger(__name__)
+
+SESSION_PREFIX = "qs_"
+API_TOKEN_PREFIX = "qt_"
+TOKEN_PATTERN = re.compile(r"q[st]_[0-9a-f]{16}[A-Za-z0-9_-]{43}")
+_SELECTOR_LEN = 16
+USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,62}")
+MIN_PASSWORD_LEN = 8
+# Touching last_used_at on every request would be a write per request; once a minute is
+# precise enough to tell a live token from a dead one.
+_LAST_USED_EVERY = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who made the request, and with which credential."""
+
+    user_id: int
+    user_name: str
+    kind: str  # "session" or "token"
+    credential_id: int
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A successful sign-in: the session token (shown once) and when it expires."""
+
+    token: str
+    expires_at: datetime
+    user_name: str
+
+
+# ---------------------------------------------------------------------------- tokens
+
+
+def _new_token(prefix: str) -> tuple[str, str, str]:
+    """A fresh token, its selector, and the hash of its verifier."""
+    selector = secrets.token_hex(_SELECTOR_LEN // 2)
+    verifier = secrets.token_urlsafe(32)
+    return prefix + selector + verifier, selector, _digest(verifier)
+
+
+def _digest(verifier: str) -> str:
+    # A plain sha256 suffices: the verifier has 256 bits of entropy, nothing to brute-force.
+    return hashlib.sha256(verifier.encode()).hexdigest()
+
+
+def _split(token: str, prefix: str) -> tuple[str, str] | None:
+    if not token.startswith(prefix) or not TOKEN_PATTERN.fullmatch(token):
+        return None
+    body = token[len(prefix):]
+    return body[:_SELECTOR_LEN], body[_SELECTOR_LEN:]
+
+
+def _matches(stored_hash: str, verifier: str) -> bool:
+    return hmac.compare_digest(stored_hash.encode(), _digest(verifier).encode())
+
+
+# ----------------------------------------------------------------------------- users
+
+
+def _user_key(name: str) -> str:
+    return name.strip().lower()
+
+
+def _check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD_LEN:
+        raise BadRequest(f"A password needs at least {MIN_PASSWORD_LEN} characters",
+                         title="Password too short")
+
+
+def get_user(name: str) -> User:
+    user = db.session.scalar(select(User).where(User.name_key == _user_key(name)))
+    if user is None:
+        raise NotFound(f"User '{name}' does not exist", title="User not found")
+    return user
+
+
+def list_users() -> list[User]:
+    return list(db.session.scalars(select(User).order_by(User.name_key)))
+
+
+def create_user(name: str, password: str) -> User:
+    if not USER_NAME.fullmatch(name):
+        raise BadRequest(f"'{name}' is not a valid user name: 1-63 letters, digits or _ . @ -, "
+                         "not starting with . @ or -", title="Invalid user name")
+    _check_password(password)
+    user = User(name=name, name_key=_user_key(name), password_hash=generate_password_hash(password))
+    db.session.add(user)
+    try:
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        raise Conflict(f"User '{name}' already exists", title="User exists") from None
+    return user
+
+
+def delete_user(name: str) -> None:
+    """Delete a user; its sessions and tokens go with it (ON DELETE CASCADE)."""
+    db.session.delete(get_user(name))
+    db.session.commit()
+
+
+def set_password(name: str, password: str) -> None:
+    """Change a password and end the user's sessions, so an old sign-in cannot outlive it."""
+    _check_password(password)
+    user = get_user(name)
+    user.password_hash = generate_password_hash(password)
+    for session in user.sessions:
+        session.revoked = True
+    db.session.commit()
+
+
+# ------------------------------------------------------------------------ api tokens
+
+
+def create_token(user_name: str, label: str) -> tuple[ApiToken, str]:
+    """A new API token for a user; the clear token is returned here and nowhere else."""
+    label = label.strip()
+    if not label or len(label) > 255:
+        raise BadRequest("A token label must be 1-255 characters", title="Invalid label")
+    user = get_user(user_name)
+    token, selector, token_hash = _new_token(API_TOKEN_PREFIX)
+    row = ApiToken(user=user, label=label, selector=selector, token_hash=token_hash)
+    db.session.add(row)
+    db.session.commit()
+    return row, token
+
+
+def list_tokens(user_name: str | None = None) -> list[ApiToken]:
+    query = select(ApiToken).join(ApiToken.user).order_by(ApiToken.id)
+    if user_name is not None:
+        query = query.where(User.id == get_user(user_name).id)
+    return list(db.session.scalars(query))
+
+
+def revoke_token(token_id: int) -> ApiToken:
+    row = db.session.get(ApiToken, token_id)
+    if row is None:
+        raise NotFound(f"Token {token_id} does not exist", title="Token not found")
+    row.revoked = True
+    db.session.commit()
+    return row
+
+
+# -------------------------------------------------------------------------- sign-in
+
+
+def _dummy_hash() -> str:
+    # Hashed once per app, with the same method and cost as real passwords, so that an
+    # unknown user costs the same scrypt run as a wrong password.
+    cached = current_app.extensions.get("quarry.auth_dummy_hash")
+    if cached is None:
+        cached = generate_password_hash(secrets.token_hex(16))
+        current_app.extensions["quarry.auth_dummy_hash"] = cached
+    return cached
+
+
+def _ledger_key(kind: str, value: str) -> str:
+    return hashlib.sha256(f"{kind}:{value}".encode()).hexdigest()
+
+
+def _refuse_when_over_limit(keys: list[str], now: datetime) -> None:
+    window = timedelta(seconds=current_app.config["LOGIN_WINDOW_S"])
+    limit = current_app.config["LOGIN_MAX_FAILURES"]
+    rows = db.session.execute(
+        select(LoginFailure.key, func.count(), func.min(LoginFailure.failed_at))
+        .where(LoginFailure.key.in_(keys), LoginFailure.failed_at > now - window)
+        .group_by(LoginFailure.key)).all()
+    over = [oldest for _key, count, oldest in rows if count >= limit]
+    if over:
+        retry_after = max(1, int((min(over) + window - now).total_seconds()) + 1)
+        log.warning("sign-in refused: too many failures for this user name or address")
+        raise TooManyRequests("Too many failed sign-ins for this user or address; "
+                              f"try again in {retry_after} s",
+                              title="Too many sign-in attempts", retry_after=retry_after)
+
+
+def sign_in(username: str, password: str, client_addr: str | None) -> Grant:
+    """Check a user name and password and open a session.
+
+    The answer and the work done are the same for an unknown user and a wrong password, and
+    failures are counted per user name (existing or not) and per client address.
+    """
+    now = utcnow()
+    user_key = _ledger_key("user", _user_key(username))
+    addr_key = _ledger_key("addr", client_addr or "unknown")
+    _refuse_when_over_limit([user_key, addr_key], now)
+
+    user = db.session.scalar(select(User).where(User.name_key == _user_key(username)))
+    stored = user.password_hash if user is not None else _dummy_hash()
+    valid = check_password_hash(stored, password) and user is not None
+    if not valid:
+        window = timedelta(seconds=current_app.config["LOGIN_WINDOW_S"])
+        db.session.execute(delete(LoginFailure).where(LoginFailure.failed_at <= now - window))
+        db.session.add_all([LoginFailure(key=user_key, failed_at=now),
+                            LoginFailure(key=addr_key, failed_at=now)])
+        db.session.commit()
+        log.info("sign-in failed (%s) from %s",
+                 "wrong password" if user is not None else "unknown user", client_addr)
+        raise Unauthorized("Invalid username or password", title="Unauthorized")
+
+    token, selector, token_hash = _new_token(SESSION_PREFIX)
+    expires_at = now + timedelta(seconds=current_app.config["SESSION_TTL_S"])
+    db.session.execute(delete(LoginFailure).where(LoginFailure.key == user_key))
+    db.session.execute(delete(UserSession).where(UserSession.user_id == user.id,
+                                                 UserSession.expires_at < now))
+    db.session.add(UserSession(user=user, selector=selector, token_hash=token_hash,
+                               created_at=now, expires_at=expires_at))
+    db.session.commit()
+    log.info("user %s signed in from %s", user.name, client_addr)
+    return Grant(token=token, expires_at=expires_at, user_name=user.name)
+
+
+def sign_out(principal: Principal | None) -> None:
+    """End the caller's session. A long-lived API token is left alone: it is revoked from
+    the command line, not by a program signing out."""
+    if principal is None or principal.kind != "session":
+        return
+    session = db.session.get(UserSession, principal.credential_id)
+    if session is not None:
+        session.revoked = True
+        db.session.commit()
+        log.info("user %s signed out", principal.user_name)
+
+
+def authenticate(token: str) -> Principal | None:
+    """The principal a session or API token stands for, or None when it is not valid now."""
+    now = utcnow()
+    if (parts := _split(token, SESSION_PREFIX)) is not None:
+        session = db.session.scalar(select(UserSession).where(UserSession.selector == parts[0]))
+        if session is None or not _matches(session.token_hash, parts[1]):
+            return None
+        if session.revoked or session.expires_at <= now:
+            return None
+        return Principal(session.user_id, session.user.name, "session", session.id)
+    if (parts := _split(token, API_TOKEN_PREFIX)) is not None:
+        row = db.session.scalar(select(ApiToken).where(ApiToken.selector == parts[0]))
+        if row is None or not _matches(row.token_hash, parts[1]) or row.revoked:
+            return None
+        if row.last_used_at is None or now - row.last_used_at > _LAST_USED_EVERY:
+            row.last_used_at = now
+            db.session.commit()
+        return Principal(row.user_id, row.user.name, "token", row.id)
+    return None

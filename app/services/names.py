@@ -1,0 +1,45 @@
+"""The naming rule shared by projects, models, skills and agents, and name-or-ID lookup."""
+
+import re
+
+from sqlalchemy import Select
+
+from ..errors import BadRequest
+
+# Letters, digits, _ and -; not starting with a digit, so an all-digit path segment is an ID.
+NAME_PATTERN = re.compile(r"[A-Za-z_-][A-Za-z0-9_-]{0,62}")
+NAME_RULE = ("1-63 characters of ASCII letters, digits, '_' and '-', not starting with a digit")
+
+
+def name_error(name: object) -> str | None:
+    """Why ``name`` is not a valid object name, or None when it is."""
+    if not isinstance(name, str):
+        return "Not a valid string."
+    if not NAME_PATTERN.fullmatch(name):
+        return f"Invalid name {name!r}: use {NAME_RULE}."
+    return None
+
+
+def validate_name(kind: str, name: object) -> str:
+    """Return ``name`` if valid, else raise BadRequest naming the field."""
+    message = name_error(name)
+    if message:
+        raise BadRequest(f"Invalid {kind} name: {message}", errors={"name": [message]})
+    return name  # type: ignore[return-value]
+
+
+def name_key(name: str) -> str:
+    """The unique key of a name: names are unique per project case-insensitively."""
+    return name.lower()
+
+
+def where_ref(query: Select, entity, ref: str) -> Select:
+    """Filter ``query`` to the object named ``ref``, or with ID ``ref`` when it is all digits."""
+    if is_id(ref):
+        # Beyond 18 digits no row can match, and SQLite cannot bind such an integer.
+        return query.where(entity.id == (int(ref) if len(ref) <= 18 else -1))
+    return query.where(entity.name_key == name_key(ref))
+
+
+def is_id(ref: str) -> bool:
+    return ref.isascii() and ref.isdigit()

@@ -1,0 +1,48 @@
+"""Write-only values: secrets are stored but never returned in clear."""
+
+import re
+from typing import Any
+
+MASK = "********"
+SECRET_MARKERS = ("api_key", "password", "secret", "token")
+
+
+_SECRET_KEY = re.compile("|".join(SECRET_MARKERS), re.IGNORECASE)
+
+
+def is_secret_key(key: str) -> bool:
+    return _SECRET_KEY.search(key) is not None
+
+
+def mask(value: Any) -> Any:
+    """``value`` with every secret-looking key's value replaced by the mask (copied if so)."""
+    if isinstance(value, dict):
+        return {k: (MASK if v is not None and is_secret_key(str(k)) else mask(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v) for v in value]
+    return value
+
+
+def merge(current: dict[str, Any] | None, changes: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``changes`` into ``current`` key by key; a None value deletes the key.
+
+    A secret sent back as the mask (a client echoing what it read) keeps the stored value,
+    so a read-modify-write round trip never overwrites a secret with asterisks.
+    """
+    merged = dict(current or {})
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        elif value == MASK and is_secret_key(key) and key in merged:
+            continue
+        else:
+            merged[key] = value
+    return merged
+
+
+def keep_masked(current: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """A replacement dict where masked secrets keep their stored values."""
+    current = current or {}
+    return {k: (current[k] if v == MASK and is_secret_key(k) and k in current else v)
+            for k, v in new.items()}

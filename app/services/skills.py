@@ -1,0 +1,166 @@
+"""Skills: named tools (SQL, retrieval, …) that agents of a project use."""
+
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import select
+
+from ..errors import BadRequest, Conflict, NotFound
+from ..extensions import db
+from ..store import Agent, AgentSkill, Project, Skill
+from .common import commit
+from .names import is_id, name_key, validate_name, where_ref
+from .projects import get_project
+from .secrets import merge
+from .views import skill_query, skill_views
+
+
+def _taken(name: str) -> Conflict:
+    return Conflict(f"Skill '{name}' already exists in this project; choose another name",
+                    title="Skill already exists")
+
+
+def list_skills(project_name: str, *, agent_id: int | None = None,
+                agent: str | None = None) -> list[dict[str, Any]]:
+    """The project's skills; only those of one agent when ``agent_id`` or ``agent`` is given."""
+    project = get_project(project_name)
+    query = skill_query().where(Skill.project_id == project.id).order_by(Skill.id)
+    if agent_id is not None or agent is not None:
+        owner = _agent_id(project, str(agent_id) if agent_id is not None else agent)
+        query = query.join(AgentSkill, AgentSkill.skill_id == Skill.id).where(
+            AgentSkill.agent_id == owner).order_by(None).order_by(AgentSkill.position)
+    return skill_views(query)
+
+
+def skill_summaries(project_name: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, type, params) of the project's skills, in list order, for the SQL tables."""
+    project = get_project(project_name)
+    return [tuple(row) for row in db.session.execute(
+        select(Skill.name, Skill.type, Skill.params)
+        .where(Skill.project_id == project.id).order_by(Skill.id))]
+
+
+def _agent_id(project: Project, ref: str) -> int:
+    agent_id = db.session.scalar(where_ref(
+        select(Agent.id).where(Agent.project_id == project.id), Agent, ref))
+    if agent_id is None:
+        raise NotFound(f"Agent '{ref}' does not exist in project '{project.name}'",
+                       title="Agent not found")
+    return agent_id
+
+
+def find_skill(project: Project, ref: str) -> Skill:
+    skill = db.session.scalar(where_ref(select(Skill).where(Skill.project_id == project.id),
+                                        Skill, ref))
+    if skill is None:
+        raise _missing(project.name, ref)
+    return skill
+
+
+def _missing(project_name: str, ref: str) -> NotFound:
+    return NotFound(f"Skill '{ref}' does not exist in project '{project_name}'",
+                    title="Skill not found")
+
+
+def get_skill(project_name: str, ref: str) -> dict[str, Any]:
+    """One skill by name or ID, as a view (one statement, two with its agents)."""
+    query = where_ref(skill_query().join(Project, Project.id == Skill.project_id)
+                      .where(Project.name_key == name_key(project_name)), Skill, ref)
+    views = skill_views(query)
+    if not views:
+        project = get_project(project_name)  # 404 for the project if that is what is missing
+        raise _missing(project.name, ref)
+    return views[0]
+
+
+def _view(project: Project, skill_id: int) -> dict[str, Any]:
+    return skill_views(skill_query().where(Skill.id == skill_id))[0]
+
+
+def _check_params(skill_type: str, params: dict[str, Any]) -> None:
+    if skill_type != "sql":
+        return
+    sources = _data_source_names()
+    database = params.get("database")
+    errors = {}
+    if not isinstance(database, str) or not database:
+        errors["database"] = ["A sql skill needs params.database, the name of a data source."]
+    elif database.lower() not in {s.lower() for s in sources}:
+        errors["database"] = [f"No data source named {database!r}; "
+                              f"known: {', '.join(sorted(sources)) or 'none'}."]
+    tables = params.get("tables")
+    if not isinstance(tables, list) or not all(isinstance(t, str) and t for t in tables):
+        errors["tables"] = ["A sql skill needs params.tables, a list of table names."]
+    if errors:
+        raise BadRequest("Invalid params for a sql skill: "
+                         + " ".join(m for ms in errors.values() for m in ms),
+                         errors={"params": errors})
+
+
+def _data_source_names() -> list[str]:
+    registry = current_app.extensions.get("quarry.sources")
+    return list(registry.names()) if registry is not None else []
+
+
+def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
+    project = get_project(project_name)
+    name = validate_name("skill", data["name"])
+    params = data.get("params") or {}
+    _check_params(data["type"], params)
+    skill = Skill(project_id=project.id, name=name, name_key=name_key(name),
+                  type=data["type"], params=params)
+    db.session.add(skill)
+    commit(lambda: _taken(name))
+    return _view(project, skill.id)
+
+
+def put_skill(project_name: str, ref: str, data: dict[str, Any]
+              ) -> tuple[dict[str, Any], bool]:
+    """Update the skill ``ref``; if there is none, create it with the path's name.
+
+    Returns the skill and whether it was created (201) rather than updated (200).
+    """
+    project = get_project(project_name)
+    try:
+        skill = find_skill(project, ref)
+    except NotFound:
+        if is_id(ref):
+            raise
+        missing = [f for f in ("type", "params") if data.get(f) is None]
+        if missing:
+            raise BadRequest(f"Skill '{ref}' does not exist; to create it, send "
+                             + " and ".join(missing),
+                             errors={f: ["Missing data for required field."] for f in missing}
+                             ) from None
+        return create_skill(project_name, {**data, "name": ref}), True
+    if data.get("name") is not None:
+        skill.name = validate_name("skill", data["name"])
+        skill.name_key = name_key(skill.name)
+    if data.get("type") is not None:
+        skill.type = data["type"]
+    if data.get("params") is not None:
+        skill.params = merge(skill.params, data["params"])
+    _check_params(skill.type, skill.params)
+    new_name = skill.name
+    commit(lambda: _taken(new_name))
+    return _view(project, skill.id), False
+
+
+def delete_skill(project_name: str, ref: str) -> None:
+    skill = find_skill(get_project(project_name), ref)
+    # The agent links go with it (ON DELETE CASCADE): every agent that used it leaves it.
+    db.session.execute(db.delete(Skill).where(Skill.id == skill.id))
+    db.session.commit()
+
+
+def skills_by_name(project: Project, names: list[str]) -> dict[str, Skill]:
+    """The project's skills with these names (by lower-cased key); NotFound naming the missing."""
+    keys = {name_key(n) for n in names}
+    found = {s.name_key: s for s in db.session.scalars(
+        select(Skill).where(Skill.project_id == project.id, Skill.name_key.in_(keys)))}
+    missing = [n for n in names if name_key(n) not in found]
+    if missing:
+        raise NotFound(f"Skill(s) {', '.join(repr(m) for m in missing)} do not exist in "
+                       f"project '{project.name}'", title="Skill not found")
+    return found
+

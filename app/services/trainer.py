@@ -1,0 +1,199 @@
+"""The background trainer of one process: a bounded thread pool, a heartbeat, a liveness test.
+
+Built in ``create_app`` (``app.extensions["quarry.trainer"]``); threads start on first use,
+so a gunicorn master that imports the app before forking starts none. Every model this
+process has queued or is training carries its trainer identity
+(``host:pid:process-start-time``) and a heartbeat refreshed every ``HEARTBEAT_S``. Any
+process can then tell a model whose trainer died — the pid is gone on this host, or the
+heartbeat stopped — and mark it ``error`` instead of leaving it ``training`` forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import update
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..extensions import db
+from ..store import MLModel
+from ..store.types import utcnow
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 10.0
+# A heartbeat older than this means the trainer is gone (another host, a hung process).
+STALE_AFTER = timedelta(seconds=90)
+MODEL_CACHE_SIZE = 32
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of a process (clock ticks since boot), so a reused pid is told apart."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # fields[0] is the state (field 3 of stat); starttime is field 22.
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def this_process() -> str:
+    """This process's trainer identity, computed when asked (after any fork)."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid) or '?'}"
+
+
+def trainer_alive(trainer: str | None, heartbeat_at: datetime | None,
+                  now: datetime | None = None) -> bool:
+    """Whether the process named ``trainer`` may still be training a model."""
+    now = now or utcnow()
+    if heartbeat_at is None or now - heartbeat_at > STALE_AFTER:
+        return False
+    if not trainer:
+        return False
+    host, _, rest = trainer.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True  # another host: only its heartbeat can tell
+    pid = int(pid_text)
+    if not _pid_alive(pid):
+        return False
+    current = _process_start(pid)
+    return current is None or start in ("?", current)
+
+
+class Trainer:
+    """Runs training jobs off the request thread, at most ``workers`` at a time."""
+
+    def __init__(self, app: Flask, workers: int) -> None:
+        self._app = app
+        self._workers = max(1, workers)
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._heart: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._active: set[int] = set()
+
+    @property
+    def ident(self) -> str:
+        return this_process()
+
+    def submit(self, model_id: int, job: Callable[[int, str], Any]) -> Future:
+        """Queue ``job(model_id, trainer_ident)``; it runs in an app context of its own."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._workers,
+                                                thread_name_prefix="quarry-trainer")
+            if self._heart is None:
+                self._heart = threading.Thread(target=self._beat, name="quarry-heartbeat",
+                                               daemon=True)
+                self._heart.start()
+            self._active.add(model_id)
+            return self._pool.submit(self._run, model_id, job)
+
+    def _run(self, model_id: int, job: Callable[[int, str], Any]) -> Any:
+        try:
+            with self._app.app_context():
+                try:
+                    return job(model_id, self.ident)
+                finally:
+                    db.session.remove()
+        finally:
+            with self._lock:
+                self._active.discard(model_id)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            with self._lock:
+                active = list(self._active)
+            if not active:
+                continue
+            try:
+                with self._app.app_context():
+                    db.session.execute(
+                        update(MLModel)
+                        .where(MLModel.id.in_(active), MLModel.trainer == self.ident)
+                        .values(heartbeat_at=utcnow()))
+                    db.session.commit()
+                    db.session.remove()
+            except SQLAlchemyError:
+                # The store may be briefly down; the next beat tries again.
+                log.warning("trainer heartbeat failed", exc_info=True)
+
+    def shutdown(self) -> None:
+        """Stop the heartbeat, drop queued jobs and wait for the running ones."""
+        self._stop.set()
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class ModelCache:
+    """Unpacked artifacts of this process, keyed by model id and last update time."""
+
+    def __init__(self, size: int = MODEL_CACHE_SIZE) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[int, Any], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, Any]) -> Any | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: tuple[int, Any], value: Any) -> None:
+        with self._lock:
+            for old in [k for k in self._items if k[0] == key[0]]:
+                del self._items[old]
+            self._items[key] = value
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def drop(self, model_id: int) -> None:
+        with self._lock:
+            for old in [k for k in self._items if k[0] == model_id]:
+                del self._items[old]
+
+
+def init_trainer(app: Flask) -> None:
+    """Build this app's trainer and artifact cache; mark models orphaned by a dead process."""
+    app.extensions["quarry.trainer"] = Trainer(app, app.config["TRAINING_WORKERS"])
+    app.extensions["quarry.model_cache"] = ModelCache()
+    from .models import recover_orphans
+
+    with app.app_context():
+        try:
+            recovered = recover_orphans()
+        except SQLAlchemyError:
+            # A store not migrated yet (``flask db upgrade`` builds an app too) or down:
+            # the models are checked again whenever they are read.
+            db.session.rollback()
+            log.debug("orphaned models not checked at start-up", exc_info=True)
+        else:
+            if recovered:
+                log.warning("marked %d interrupted model(s) as error", recovered)
+        finally:
+            db.session.remove()

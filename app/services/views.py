@@ -1,0 +1,83 @@
+"""Read models of skills and agents: plain dicts built from a fixed number of Core queries.
+
+Listing a thousand skills as ORM objects with their links spent most of its time building
+objects; these views read plain rows instead (2 statements for skills, 4 for agents, whatever
+the number of rows), and the output schemas dump them as they are.
+"""
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, select
+
+from ..extensions import db
+from ..store import Agent, AgentSkill, Skill
+
+# Table columns (Core), not ORM attributes: rows come back without the ORM's loading work.
+_skills, _agents, _links = Skill.__table__.c, Agent.__table__.c, AgentSkill.__table__.c
+SKILL_COLUMNS = (_skills.id, _skills.name, _skills.project_id, _skills.type, _skills.params,
+                 _skills.created_at, _skills.updated_at)
+AGENT_COLUMNS = (_agents.id, _agents.name, _agents.project_id, _agents.model_name,
+                 _agents.provider, _agents.params, _agents.model, _agents.data,
+                 _agents.prompt_template, _agents.created_at, _agents.updated_at)
+
+
+def _rows(query: Select) -> list:
+    return db.session.connection().execute(query).all()
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def skill_query() -> Select:
+    return select(*SKILL_COLUMNS)
+
+
+def agent_query() -> Select:
+    return select(*AGENT_COLUMNS)
+
+
+def skill_views(query: Select) -> list[dict[str, Any]]:
+    """The skills ``query`` (built on ``skill_query()``) selects, with their ``agent_ids``."""
+    rows = _rows(query)
+    if not rows:
+        return []
+    ids = query.with_only_columns(_skills.id).order_by(None)
+    agent_ids: dict[int, list[int]] = defaultdict(list)
+    for skill_id, agent_id in _rows(
+            select(_links.skill_id, _links.agent_id)
+            .where(_links.skill_id.in_(ids)).order_by(_links.agent_id)):
+        agent_ids[skill_id].append(agent_id)
+    return [{"id": r.id, "name": r.name, "project_id": r.project_id, "type": r.type,
+             "params": r.params, "agent_ids": agent_ids.get(r.id, []),
+             "created_at": _iso(r.created_at), "updated_at": _iso(r.updated_at)}
+            for r in rows]
+
+
+def agent_views(query: Select) -> list[dict[str, Any]]:
+    """The agents ``query`` (built on ``agent_query()``) selects, with their skills."""
+    rows = _rows(query)
+    if not rows:
+        return []
+    ids = query.with_only_columns(_agents.id).order_by(None)
+    links = _rows(select(_links.agent_id, _links.skill_id, _links.parameters)
+                  .where(_links.agent_id.in_(ids))
+                  .order_by(_links.agent_id, _links.position))
+    skills = {s["id"]: s for s in skill_views(skill_query().where(_skills.id.in_(
+        select(_links.skill_id).where(_links.agent_id.in_(ids)))))} if links else {}
+    by_agent: dict[int, list[tuple[dict, Any]]] = defaultdict(list)
+    for agent_id, skill_id, parameters in links:
+        by_agent[agent_id].append((skills[skill_id], parameters))
+    views = []
+    for r in rows:
+        used = by_agent.get(r.id, [])
+        views.append({
+            "id": r.id, "name": r.name, "project_id": r.project_id,
+            "model_name": r.model_name, "provider": r.provider, "params": r.params,
+            "skills": [skill for skill, _ in used],
+            "skills_extra_parameters": {skill["name"]: params or {} for skill, params in used},
+            "model": r.model, "data": r.data, "prompt_template": r.prompt_template,
+            "created_at": _iso(r.created_at), "updated_at": _iso(r.updated_at)})
+    return views

@@ -1,0 +1,154 @@
+"""MindsDB-dialect statements about the service's own objects (issue 5, docs/mindsdb-sql.md).
+
+``service_statement`` classifies a statement with ``mindsdb_sql_parser`` (the dialect's
+own parser, not patterns on the text). A statement about projects, models, skills, agents
+or ``information_schema`` is answered here, through the same service functions as the
+REST routes; anything else — text the parser cannot read, a SELECT that only reads data
+sources — returns None and goes on to the data path, which speaks the sources' dialects.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from mindsdb_sql_parser import parse_sql
+from mindsdb_sql_parser.ast import Describe, DropDatabase, Identifier, Join, Select, Show
+from mindsdb_sql_parser.ast.mindsdb import (
+    CreateAgent,
+    CreateDatabase,
+    CreatePredictor,
+    CreateSkill,
+    DropAgent,
+    DropPredictor,
+    DropSkill,
+    FinetunePredictor,
+    RetrainPredictor,
+)
+
+from ...errors import NotFound
+from ...services import models as model_service
+from ..errors import ErrorCode, SqlError
+from ..sources import SourceRegistry
+from . import predictions, statements, tables
+from .context import Context
+
+with warnings.catch_warnings():
+    # sly opens its table file without closing it when the parser class is first built.
+    warnings.simplefilter("ignore", ResourceWarning)
+    import mindsdb_sql_parser.parser  # noqa: F401
+
+__all__ = ["service_statement"]
+
+_HANDLERS = {
+    Show: statements.show,
+    CreateDatabase: statements.create_project,
+    DropDatabase: statements.drop_project,
+    CreatePredictor: statements.create_model,
+    DropPredictor: statements.drop_model,
+    Describe: statements.describe,
+    CreateSkill: statements.create_skill,
+    DropSkill: statements.drop_skill,
+    CreateAgent: statements.create_agent,
+    DropAgent: statements.drop_agent,
+}
+
+
+def service_statement(query: str, db: str, params: dict[str, Any] | None,
+                      registry: SourceRegistry) -> dict[str, Any] | None:
+    """The answer to a statement about the service's objects, or None for the data path."""
+    statement = _parse(query)
+    if statement is None:
+        return None
+    ctx = Context(db=db, registry=registry, params=params)
+    handler = _HANDLERS.get(type(statement))
+    if handler is not None:
+        return handler(statement, ctx)
+    if isinstance(statement, RetrainPredictor | FinetunePredictor):
+        raise SqlError(ErrorCode.UNSUPPORTED,
+                       "RETRAIN and FINETUNE are not supported: drop the model and create it "
+                       "again")
+    if isinstance(statement, Select):
+        return _select(statement, ctx)
+    return None
+
+
+def _parse(query: str) -> Any | None:
+    try:
+        return parse_sql(query)
+    except Exception:  # noqa: BLE001 - the parser raises assorted types; the data path reports
+        return None
+
+
+def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
+    source = statement.from_table
+    if isinstance(source, Join):
+        return _join(statement, source, ctx)
+    if not isinstance(source, Identifier) or statement.cte:
+        return None
+    parts = [str(p) for p in source.parts]
+    alias = source.alias.parts[-1] if source.alias is not None else None
+    if len(parts) == 2 and parts[0].lower() == tables.SYSTEM_DB \
+            or len(parts) == 1 and ctx.db.lower() == tables.SYSTEM_DB:
+        return _info_schema(statement, parts[-1], alias, ctx)
+    found = _project_object(parts, ctx)
+    if found is None:
+        return None
+    project, name = found
+    if name.lower() in tables.PROJECT_TABLES:
+        relation = tables.project_table(project, name, alias)
+        return statements.select_table(statement, relation, ctx)
+    model = _model(project, name)
+    if model is None:
+        return None
+    return predictions.predict_from_literals(statement, project, model, ctx)
+
+
+def _info_schema(statement: Select, table: str, alias: str | None,
+                 ctx: Context) -> dict[str, Any]:
+    if table.lower() not in tables.INFO_TABLES:
+        raise SqlError(ErrorCode.UNKNOWN_TABLE,
+                       f"Table not found: information_schema.{table} (tables: "
+                       f"{', '.join(tables.INFO_TABLES)})")
+    relation = tables.info_schema_table(table, ctx.registry)
+    if alias:
+        relation.qualifiers.add(alias.lower())
+        for column in relation.columns:
+            column.qualifier = alias
+    return statements.select_table(statement, relation, ctx)
+
+
+def _project_object(parts: list[str], ctx: Context) -> tuple[str, str] | None:
+    """(project, object) when ``parts`` names something in a project, else None."""
+    if len(parts) == 2:
+        if ctx.is_source(parts[0]):
+            return None
+        project = ctx.find_project(parts[0])
+        return (project, parts[1]) if project else None
+    if len(parts) == 1:
+        if ctx.is_source(ctx.db):
+            return None
+        project = ctx.find_project(ctx.db)
+        return (project, parts[0]) if project else None
+    return None
+
+
+def _model(project: str, name: str):
+    try:
+        return model_service.get_model(project, name)
+    except NotFound:
+        return None
+
+
+def _join(statement: Select, join: Join, ctx: Context) -> dict[str, Any] | None:
+    """A JOIN with a model on either side is a batch prediction; other JOINs are data."""
+    for model_side, other in ((join.right, join.left), (join.left, join.right)):
+        if not isinstance(model_side, Identifier):
+            continue
+        found = _project_object([str(p) for p in model_side.parts], ctx)
+        if found is None or found[1].lower() in tables.PROJECT_TABLES:
+            continue
+        model = _model(*found)
+        if model is not None:
+            return predictions.predict_join(statement, other, model_side, found[0], model, ctx)
+    return None

@@ -1,0 +1,56 @@
+"""What a service statement runs in: the context database and name resolution."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import NotFound
+from ...services import projects as project_service
+from ..errors import ErrorCode, SqlError
+from ..sources import SourceRegistry
+from .errors import service_errors
+from .tables import SYSTEM_DB
+
+
+@dataclass
+class Context:
+    db: str                          # context.db of the request (default project mindsdb)
+    registry: SourceRegistry
+    params: dict[str, Any] | None = None
+
+    def is_source(self, name: str) -> bool:
+        return self.registry.get(name) is not None
+
+    def project(self, name: str | None = None) -> str:
+        """The stored name of project ``name`` (default: the context's); an error if none."""
+        name = name or self.db
+        if self.is_source(name):
+            raise SqlError(ErrorCode.UNSUPPORTED,
+                           f"'{name}' is a data source, not a project: it holds no models, "
+                           "skills or agents")
+        with service_errors(**{"Project not found": name}):
+            return project_service.get_project(name).name
+
+    def find_project(self, name: str) -> str | None:
+        """The stored name of project ``name``, or None when there is no such project."""
+        if self.is_source(name) or name.lower() == SYSTEM_DB:
+            return None
+        try:
+            return project_service.get_project(name).name
+        except NotFound:
+            return None
+
+    def split(self, parts: list[str], kind: str) -> tuple[str, str]:
+        """``[p, x]`` or ``[x]`` (in the context project) → (project, name)."""
+        if len(parts) == 1:
+            return self.db, parts[0]
+        if len(parts) == 2:
+            return parts[0], parts[1]
+        raise SqlError(ErrorCode.INVALID_STATEMENT,
+                       f"A {kind} is named {kind} or project.{kind}, not "
+                       f"'{'.'.join(parts)}'")
+
+
+def qualified(project: str, name: str) -> str:
+    return f"{project}.{name}"

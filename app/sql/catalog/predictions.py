@@ -1,0 +1,203 @@
+"""Predictions in SQL: ``SELECT … FROM p.m WHERE a = 1`` and ``… FROM src.t JOIN p.m``.
+
+The JOIN reads its left side through the read-only data path (``fetch_rows``: the gate,
+the read-only connection, the time limit and the row cap of the data source), with the
+WHERE conditions on that side and, when nothing else needs the full set, the LIMIT pushed
+down; then every row is predicted in one batch by the same ``predict`` as REST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindsdb_sql_parser.ast import (
+    BinaryOperation,
+    Identifier,
+    NativeQuery,
+    Select,
+    Star,
+)
+
+from ...services import models as model_service
+from ...store import MLModel
+from ..errors import ErrorCode, SqlError
+from ..execute import fetch_rows
+from .context import Context, qualified
+from .errors import service_errors
+from .relation import Column, Relation, run_select
+from .statements import Body, equality_row, table_body
+
+# Columns a prediction adds besides the target itself.
+_SUFFIXES = ("_confidence", "_explain", "_min", "_max")
+
+
+def _predict(project: str, model: MLModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    with service_errors(**{"Model not found": qualified(project, model.name)}):
+        return model_service.predict(project, model.name, rows)
+
+
+def _output_names(model: MLModel) -> set[str]:
+    target = model.predict.lower()
+    return {target, *(target + s for s in _SUFFIXES)}
+
+
+def _alias(node: Any, default: str) -> str:
+    alias = getattr(node, "alias", None)
+    return str(alias.parts[-1]) if alias is not None else default
+
+
+def predict_from_literals(statement: Select, project: str, model: MLModel,
+                          ctx: Context) -> Body:
+    """``SELECT … FROM p.m WHERE a = 1 AND b = 'x'``: one prediction from the literals."""
+    row = equality_row(statement.where)
+    predicted = _predict(project, model, [row])
+    names = list(predicted[0]) if predicted else []
+    qualifier = _alias(statement.from_table, model.name)
+    relation = Relation.of(names, [tuple(p.get(n) for n in names) for p in predicted],
+                           qualifier)
+    columns, rows = run_select(statement, relation, where=False)
+    return table_body(columns, rows, ctx)
+
+
+# --- JOIN ------------------------------------------------------------------------------------
+
+def _conjuncts(node: Any) -> list[Any]:
+    if node is None:
+        return []
+    if isinstance(node, BinaryOperation) and node.op.lower() == "and":
+        return _conjuncts(node.args[0]) + _conjuncts(node.args[1])
+    return [node]
+
+
+def _identifiers(node: Any) -> list[Identifier]:
+    found: list[Identifier] = []
+
+    def walk(item: Any) -> None:
+        if isinstance(item, Identifier):
+            found.append(item)
+        elif isinstance(item, list | tuple):
+            for child in item:
+                walk(child)
+        elif hasattr(item, "args") and isinstance(item.args, list | tuple):
+            walk(item.args)
+        if hasattr(item, "items") and isinstance(getattr(item, "items", None), list):
+            walk(item.items)
+    walk(node)
+    return found
+
+
+def _on_left(condition: Any, left_alias: str, model_alias: str, outputs: set[str]) -> bool:
+    """Whether a WHERE condition reads only the data-source side (then it is pushed down)."""
+    for identifier in _identifiers(condition):
+        parts = [str(p) for p in identifier.parts]
+        if len(parts) > 1:
+            if parts[-2].lower() == model_alias.lower():
+                return False
+            if parts[-2].lower() != left_alias.lower():
+                return False
+        elif parts[0].lower() in outputs:
+            return False
+    return True
+
+
+def _and(conditions: list[Any]) -> Any:
+    node = None
+    for condition in conditions:
+        node = condition if node is None else BinaryOperation("and", args=[node, condition])
+    return node
+
+
+def predict_join(statement: Select, left: Any, right: Identifier, project: str,
+                 model: MLModel, ctx: Context) -> Body:
+    """``SELECT … FROM src.t AS t JOIN p.m AS m [WHERE …] [ORDER BY …] [LIMIT …]``."""
+    if statement.from_table.condition is not None:
+        raise SqlError(ErrorCode.UNSUPPORTED,
+                       "A JOIN with a model takes no ON condition: every row of the table "
+                       "is predicted")
+    model_alias = _alias(right, model.name)
+    source, left_sql, left_alias = _left_side(left, ctx)
+    pushed, kept = [], []
+    for condition in _conjuncts(statement.where):
+        (pushed if _on_left(condition, left_alias, model_alias, _output_names(model))
+         else kept).append(condition)
+    outer = Select(targets=[Star()], from_table=left_sql, where=_and(pushed))
+    if not kept and not statement.order_by and statement.limit is not None:
+        outer.limit = statement.limit
+        outer.offset = statement.offset
+        statement.offset = None  # applied by the data source
+    registry = ctx.registry
+    data_source = registry.require(source)
+    columns, rows = fetch_rows(data_source.name, outer.to_string(),
+                               max_rows=data_source.max_rows, registry=registry)
+    inputs = [dict(zip(columns, row, strict=True)) for row in rows]
+    predicted = _predict(project, model, inputs)
+    out_names = list(predicted[0]) if predicted else [*columns, model.predict,
+                                                       model.predict + "_confidence",
+                                                       model.predict + "_explain"]
+    left_keys = {c.lower() for c in columns}
+    target = model.predict.lower()
+    relation = Relation(
+        [Column(c, left_alias) for c in columns]
+        + [Column(n, model_alias, in_star=n.lower() not in left_keys or n.lower() == target)
+           for n in out_names],
+        [tuple(row) + tuple(p.get(n) for n in out_names)
+         for row, p in zip(rows, predicted, strict=True)],
+        prefer=model_alias, qualifiers={left_alias.lower(), model_alias.lower()})
+    statement.where = _and(kept)
+    names, out = run_select(statement, relation)
+    return table_body(names, out, ctx)
+
+
+def _left_side(left: Any, ctx: Context) -> tuple[str, Any, str]:
+    """(data source, the FROM item to read on it, the alias its columns go by)."""
+    if isinstance(left, NativeQuery):
+        # MindsDB's ``src (native SQL) AS t`` (what mindsdb_sdk's model.predict(query) sends).
+        source = str(left.integration.parts[-1])
+        alias = _alias(left, "t")
+        return source, _NativeFrom(left.query, alias), alias
+    if isinstance(left, Select) and isinstance(left.from_table, NativeQuery):
+        # mindsdb_sdk wraps its native query once more: (SELECT * FROM src (native)) AS t.
+        native = left.from_table
+        left.from_table = _NativeFrom(native.query, _alias(native, "native_rows"))
+        return str(native.integration.parts[-1]), left, _alias(left, "t")
+    if isinstance(left, Select):
+        inner = left.from_table
+        if not isinstance(inner, Identifier) or not ctx.is_source(str(inner.parts[0])):
+            raise SqlError(ErrorCode.UNSUPPORTED,
+                           "The subquery joined with a model must read one data source "
+                           "table: (SELECT … FROM source.table) AS t")
+        alias = _alias(left, "t")
+        return str(inner.parts[0]), left, alias
+    if isinstance(left, Identifier):
+        parts = [str(p) for p in left.parts]
+        if len(parts) > 1 and ctx.is_source(parts[0]):
+            source, rest = parts[0], parts[1:]
+        elif ctx.is_source(ctx.db):
+            source, rest = ctx.db, parts
+        else:
+            raise SqlError(ErrorCode.UNKNOWN_SOURCE,
+                           f"'{'.'.join(parts)}' names no data source: write "
+                           f"<source>.<table> (data sources: "
+                           f"{', '.join(ctx.registry.names()) or 'none'})")
+        table = Identifier(parts=rest)
+        alias = _alias(left, rest[-1])
+        table.alias = Identifier(alias)
+        return source, table, alias
+    raise SqlError(ErrorCode.UNSUPPORTED,
+                   "A model is joined with a data source table, a subquery on one, or "
+                   "source (native query) AS t")
+
+
+class _NativeFrom(Identifier):
+    """``(native SQL) AS alias`` inside the SELECT sent to the data source, verbatim."""
+
+    def __init__(self, query: str, alias: str) -> None:
+        super().__init__(parts=[alias])
+        self._query = query.strip().rstrip(";")
+        self._alias_name = alias
+
+    def get_string(self, *args: Any, **kwargs: Any) -> str:
+        return f"({self._query}) AS {self._alias_name}"
+
+    def to_string(self, *args: Any, **kwargs: Any) -> str:
+        return self.get_string()

@@ -1,0 +1,320 @@
+"""One small function per MindsDB statement about projects, models, skills and agents.
+
+Each calls the service function the matching REST route calls (one rule, one place) and
+returns the answer body of API.md §1 (``type`` table or ok).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindsdb_sql_parser.ast import (
+    BinaryOperation,
+    Constant,
+    Describe,
+    DropDatabase,
+    Identifier,
+    Select,
+    Show,
+    Star,
+)
+from mindsdb_sql_parser.ast.mindsdb import (
+    CreateAgent,
+    CreateDatabase,
+    CreatePredictor,
+    CreateSkill,
+    DropAgent,
+    DropPredictor,
+    DropSkill,
+)
+
+from ...schemas.agents import AgentFields
+from ...schemas.skills import SkillFields
+from ...services import agents as agent_service
+from ...services import models as model_service
+from ...services import projects as project_service
+from ...services import skills as skill_service
+from ..errors import ErrorCode, SqlError
+from . import tables
+from .context import Context, qualified
+from .errors import service_errors
+from .relation import Relation, filter_rows, like_regex, run_select
+
+Body = dict[str, Any]
+PROJECT_ENGINES = (None, "mindsdb")
+
+
+def table_body(columns: list[str], rows: list[tuple[Any, ...]], ctx: Context) -> Body:
+    return {"type": "table", "column_names": columns, "data": [list(r) for r in rows],
+            "context": {"db": ctx.db}}
+
+
+def ok_body(ctx: Context) -> Body:
+    return {"type": "ok", "column_names": [], "context": {"db": ctx.db}}
+
+
+def relation_body(relation: Relation, ctx: Context) -> Body:
+    return table_body([c.name for c in relation.columns], relation.rows, ctx)
+
+
+def _name(identifier: Identifier) -> list[str]:
+    return [str(p) for p in identifier.parts]
+
+
+# --- SHOW ------------------------------------------------------------------------------------
+
+def show(statement: Show, ctx: Context) -> Body:
+    category = (statement.category or "").upper()
+    handler = _SHOW.get(category)
+    if handler is None:
+        raise SqlError(ErrorCode.UNSUPPORTED,
+                       f"SHOW {category} is not supported; supported: "
+                       f"{', '.join('SHOW ' + c for c in _SHOW)}")
+    relation, like_column = handler(statement, ctx)
+    if statement.like is not None:
+        pattern = like_regex(str(statement.like))
+        index = relation.require([like_column])
+        relation = Relation(relation.columns,
+                            [r for r in relation.rows if pattern.fullmatch(str(r[index]))],
+                            qualifiers=relation.qualifiers)
+    relation = filter_rows(relation, statement.where)
+    return relation_body(relation, ctx)
+
+
+def _shown_project(statement: Show, ctx: Context) -> str:
+    source = statement.from_table or statement.in_table
+    return ctx.project(_name(source)[-1] if source is not None else None)
+
+
+def _show_databases(statement: Show, ctx: Context) -> tuple[Relation, str]:
+    full = "FULL" in [str(m).upper() for m in statement.modes or []]
+    databases = tables.databases_table(ctx.registry)
+    rows = [(r[0], r[1], r[2]) if full else (r[0],) for r in databases.rows]
+    return Relation.of(["Database", "TYPE", "ENGINE"] if full else ["Database"], rows), \
+        "Database"
+
+
+def _show_projects(statement: Show, ctx: Context) -> tuple[Relation, str]:
+    return Relation.of(["project"], [(n,) for n in tables.project_names()]), "project"
+
+
+def _show_tables(statement: Show, ctx: Context) -> tuple[Relation, str]:
+    project = _shown_project(statement, ctx)
+    # A model is queried as a table of its project (SELECT … FROM p.m), so it is listed too.
+    names = list(tables.PROJECT_TABLES)
+    names += [m.name for m in model_service.list_models(project) if m.active]
+    column = f"Tables_in_{project}"
+    return Relation.of([column], [(n,) for n in dict.fromkeys(names)]), column
+
+
+def _show_kind(table: str):
+    def handler(statement: Show, ctx: Context) -> tuple[Relation, str]:
+        return tables.project_table(_shown_project(statement, ctx), table), "NAME"
+    return handler
+
+
+_SHOW = {"DATABASES": _show_databases, "PROJECTS": _show_projects, "TABLES": _show_tables,
+         "MODELS": _show_kind("models"), "PREDICTORS": _show_kind("models"),
+         "SKILLS": _show_kind("skills"), "AGENTS": _show_kind("agents")}
+
+
+# --- SELECT over a catalogue table -----------------------------------------------------------
+
+def select_table(statement: Select, relation: Relation, ctx: Context) -> Body:
+    names, rows = run_select(statement, relation)
+    return table_body(names, rows, ctx)
+
+
+# --- projects --------------------------------------------------------------------------------
+
+def create_project(statement: CreateDatabase, ctx: Context) -> Body:
+    name = _name(statement.name)
+    engine = str(statement.engine).lower() if statement.engine is not None else None
+    if engine not in PROJECT_ENGINES:
+        raise SqlError(ErrorCode.UNSUPPORTED,
+                       f"Cannot create database '{'.'.join(name)}' with ENGINE = "
+                       f"'{statement.engine}': data sources are configured "
+                       "(QUARRY_DATA_SOURCES), not created by SQL; only projects "
+                       "(CREATE PROJECT p, or ENGINE = 'mindsdb') are")
+    if len(name) != 1:
+        raise SqlError(ErrorCode.INVALID_STATEMENT, f"Invalid project name '{'.'.join(name)}'")
+    if ctx.is_source(name[0]):
+        raise SqlError(ErrorCode.CONFLICT,
+                       f"Database already exists: {name[0]} (a data source)")
+    with service_errors(**{"Project already exists": name[0]}):
+        project_service.create_project(name[0], if_not_exists=bool(statement.if_not_exists))
+    return ok_body(ctx)
+
+
+def drop_project(statement: DropDatabase, ctx: Context) -> Body:
+    name = _name(statement.name)[-1]
+    if ctx.is_source(name):
+        raise SqlError(ErrorCode.UNSUPPORTED,
+                       f"'{name}' is a data source: data sources are configured "
+                       "(QUARRY_DATA_SOURCES), not dropped by SQL")
+    if statement.if_exists and ctx.find_project(name) is None:
+        return ok_body(ctx)
+    with service_errors(**{"Project not found": name}):
+        project_service.delete_project(name)
+    return ok_body(ctx)
+
+
+# --- models ----------------------------------------------------------------------------------
+
+def create_model(statement: CreatePredictor, ctx: Context) -> Body:
+    project, name = ctx.split(_name(statement.name), "model")
+    with service_errors(**{"Model already exists": qualified(project, name),
+                           "Project not found": project}):
+        model = model_service.create_model(project, statement)
+        stored = ctx.project(project)
+    return table_body(tables.MODEL_RECORD_COLUMNS,
+                      [tables.model_row(model, stored, tables.MODEL_RECORD_COLUMNS)], ctx)
+
+
+def drop_model(statement: DropPredictor, ctx: Context) -> Body:
+    parts = _name(statement.name)
+    if len(parts) == 3:  # p.m.N: one version
+        project, ref = parts[0], f"{parts[1]}.{parts[2]}"
+    else:
+        project, ref = ctx.split(parts, "model")
+    try:
+        with service_errors(**{"Model not found": qualified(project, ref),
+                               "Project not found": project}):
+            model_service.delete_model(project, ref)
+    except SqlError as exc:
+        if not (statement.if_exists and exc.message.startswith("Model not found")):
+            raise
+    return ok_body(ctx)
+
+
+def describe(statement: Describe, ctx: Context) -> Body:
+    kind = (statement.type or "MODEL").upper()
+    if kind not in ("MODEL", "PREDICTOR"):
+        raise SqlError(ErrorCode.UNSUPPORTED,
+                       f"DESCRIBE {kind} is not supported; DESCRIBE [MODEL] p.m[.attribute] is")
+    parts = _name(statement.value)
+    if ctx.is_source(parts[0]) and len(parts) > 1:
+        raise SqlError(ErrorCode.UNSUPPORTED,
+                       f"'{parts[0]}' is a data source: DESCRIBE describes models")
+    attribute = None
+    if len(parts) == 3:
+        project, name, attribute = parts
+    elif len(parts) == 2 and ctx.find_project(parts[0]) is None \
+            and parts[1].lower() in model_service.ATTRIBUTES:
+        (project, name), attribute = (ctx.db, parts[0]), parts[1]
+    else:
+        project, name = ctx.split(parts, "model")
+    labels = {"Model not found": qualified(project, name), "Project not found": project}
+    with service_errors(**labels):
+        if attribute is not None:
+            records = model_service.describe_model(project, name, attribute)
+            return _records_body(records, attribute.lower(), ctx)
+        model = model_service.get_model(project, name)
+        stored = ctx.project(project)
+    row = (list(model_service.ATTRIBUTES),
+           *tables.model_row(model, stored, tables.MODEL_RECORD_COLUMNS))
+    return table_body(["TABLES", *tables.MODEL_RECORD_COLUMNS], [row], ctx)
+
+
+# MindsDB's column order for each describe attribute; keys beyond these follow.
+_DESCRIBE_COLUMNS = {
+    "info": ["accuracies", "column_importances", "outputs", "inputs"],
+    "features": ["column", "type", "encoder", "role"],
+    "model": ["name", "performance", "training_time", "selected", "accuracy_functions"],
+}
+
+
+def _records_body(records: list[dict[str, Any]], attribute: str, ctx: Context) -> Body:
+    columns = [c for c in _DESCRIBE_COLUMNS[attribute] if any(c in r for r in records)]
+    for record in records:
+        columns += [k for k in record if k not in columns]
+    return table_body(columns, [tuple(r.get(c) for c in columns) for r in records], ctx)
+
+
+# --- skills and agents ----------------------------------------------------------------------
+
+def create_skill(statement: CreateSkill, ctx: Context) -> Body:
+    project, name = ctx.split(_name(statement.name), "skill")
+    params = dict(statement.params or {})
+    skill_type = statement.type if statement.type is not None else params.pop("type", None)
+    with service_errors(**{"Skill already exists": qualified(project, name),
+                           "Project not found": project}):
+        data = SkillFields().load({"name": name, "type": skill_type, "params": params})
+        try:
+            skill_service.create_skill(project, data)
+        except Exception as exc:
+            if not (statement.if_not_exists and getattr(exc, "status", None) == 409):
+                raise
+    return ok_body(ctx)
+
+
+def drop_skill(statement: DropSkill, ctx: Context) -> Body:
+    project, name = ctx.split(_name(statement.name), "skill")
+    try:
+        with service_errors(**{"Skill not found": qualified(project, name),
+                               "Project not found": project}):
+            skill_service.delete_skill(project, name)
+    except SqlError as exc:
+        if not (statement.if_exists and exc.message.startswith("Skill not found")):
+            raise
+    return ok_body(ctx)
+
+
+# USING keys of CREATE AGENT that are fields of the agent record, not entries of params.
+_AGENT_FIELDS = ("skills", "provider", "model_name", "prompt_template", "data")
+
+
+def create_agent(statement: CreateAgent, ctx: Context) -> Body:
+    project, name = ctx.split(_name(statement.name), "agent")
+    params = dict(statement.params or {})
+    data: dict[str, Any] = {"name": name}
+    for key in _AGENT_FIELDS:
+        if key in params:
+            data[key] = params.pop(key)
+    if isinstance(statement.model, dict):
+        data["model"] = statement.model
+    elif statement.model is not None:
+        data["model_name"] = str(statement.model)
+    if params:
+        data["params"] = params
+    with service_errors(**{"Agent already exists": qualified(project, name),
+                           "Project not found": project}):
+        loaded = AgentFields().load(data)
+        try:
+            agent_service.create_agent(project, loaded)
+        except Exception as exc:
+            if not (statement.if_not_exists and getattr(exc, "status", None) == 409):
+                raise
+    return ok_body(ctx)
+
+
+def drop_agent(statement: DropAgent, ctx: Context) -> Body:
+    project, name = ctx.split(_name(statement.name), "agent")
+    try:
+        with service_errors(**{"Agent not found": qualified(project, name),
+                               "Project not found": project}):
+            agent_service.delete_agent(project, name)
+    except SqlError as exc:
+        if not (statement.if_exists and exc.message.startswith("Agent not found")):
+            raise
+    return ok_body(ctx)
+
+
+def equality_row(where: Any) -> dict[str, Any]:
+    """``a = 1 AND b = 'x'`` → {"a": 1, "b": "x"}: the input row of a prediction."""
+    if where is None:
+        return {}
+    if isinstance(where, BinaryOperation) and where.op.lower() == "and":
+        row = equality_row(where.args[0])
+        row.update(equality_row(where.args[1]))
+        return row
+    if isinstance(where, BinaryOperation) and where.op == "=":
+        column, value = where.args
+        if isinstance(value, Identifier) and isinstance(column, Constant):
+            column, value = value, column
+        if isinstance(column, Identifier) and not isinstance(column.parts[-1], Star) \
+                and isinstance(value, Constant):
+            return {str(column.parts[-1]): value.value}
+    raise SqlError(ErrorCode.UNSUPPORTED,
+                   "A prediction from a model reads its input from WHERE column = value "
+                   f"conditions joined by AND; got: {where.to_string()}")

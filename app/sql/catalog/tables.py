@@ -1,0 +1,135 @@
+"""The service's own objects as tables, in the column names and order MindsDB answers.
+
+Rows come from the same service functions as the REST routes (``list_models``,
+``list_skills`` …), so what SQL shows is what REST shows. Secrets inside ``params`` are
+masked exactly as in REST (``services.secrets.mask``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import current_app
+from sqlalchemy.engine import make_url
+
+from ...services import agents as agent_service
+from ...services import models as model_service
+from ...services import projects as project_service
+from ...services import skills as skill_service
+from ...services.secrets import MASK, mask
+from ...store import MLModel
+from ..sources import SourceRegistry
+from .relation import Relation
+
+SYSTEM_DB = "information_schema"
+PROJECT_TABLES = ("models", "skills", "agents")
+INFO_TABLES = ("databases", "models", "skills", "agents")
+
+MODEL_COLUMNS = ["NAME", "ENGINE", "PROJECT", "ACTIVE", "VERSION", "STATUS", "ACCURACY",
+                 "PREDICT", "UPDATE_STATUS", "MINDSDB_VERSION", "ERROR", "SELECT_DATA_QUERY",
+                 "TRAINING_OPTIONS", "CURRENT_TRAINING_PHASE", "TOTAL_TRAINING_PHASES",
+                 "TRAINING_PHASE_NAME", "TAG", "CREATED_AT", "TRAINING_TIME"]
+# What CREATE MODEL and DESCRIBE answer: the record without the training progress.
+MODEL_RECORD_COLUMNS = ["NAME", "ENGINE", "PROJECT", "ACTIVE", "VERSION", "STATUS", "ACCURACY",
+                        "PREDICT", "UPDATE_STATUS", "MINDSDB_VERSION", "ERROR",
+                        "SELECT_DATA_QUERY", "TRAINING_OPTIONS", "TAG"]
+SKILL_COLUMNS = ["NAME", "PROJECT", "TYPE", "PARAMS"]
+AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL_NAME", "SKILLS", "PARAMS"]
+DATABASE_COLUMNS = ["NAME", "TYPE", "ENGINE", "CONNECTION_DATA"]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=False)
+
+
+def model_values(model: MLModel, project: str) -> dict[str, Any]:
+    """One model as MindsDB's columns (values as REST shows them)."""
+    complete = model.status == "complete"
+    return {
+        "NAME": model.name, "ENGINE": model.engine, "PROJECT": project,
+        "ACTIVE": model.active, "VERSION": model.version, "STATUS": model.status,
+        "ACCURACY": model.accuracy, "PREDICT": model.predict, "UPDATE_STATUS": "up_to_date",
+        "MINDSDB_VERSION": current_app.config.get("API_VERSION"), "ERROR": model.error,
+        "SELECT_DATA_QUERY": model.fetch_data_query,
+        "TRAINING_OPTIONS": _json(model.training_options or {}),
+        # Training is one phase here; MindsDB reports its phases the same way.
+        "CURRENT_TRAINING_PHASE": 1 if complete else None,
+        "TOTAL_TRAINING_PHASES": 1 if complete else None,
+        "TRAINING_PHASE_NAME": "Complete" if complete else None,
+        "TAG": None, "CREATED_AT": model.created_at, "TRAINING_TIME": model.training_time,
+    }
+
+
+def model_row(model: MLModel, project: str, columns: list[str]) -> tuple[Any, ...]:
+    values = model_values(model, project)
+    return tuple(values[c] for c in columns)
+
+
+def models_table(projects: list[str], qualifier: str = "models") -> Relation:
+    rows = []
+    for project in projects:
+        rows.extend(model_row(m, project, MODEL_COLUMNS)
+                    for m in model_service.list_models(project))
+    return Relation.of(MODEL_COLUMNS, rows, qualifier)
+
+
+def skills_table(projects: list[str], qualifier: str = "skills") -> Relation:
+    rows = []
+    for project in projects:
+        rows.extend((name, project, kind, _json(mask(params or {})))
+                    for name, kind, params in skill_service.skill_summaries(project))
+    return Relation.of(SKILL_COLUMNS, rows, qualifier)
+
+
+def agent_row(agent: dict[str, Any], project: str) -> tuple[Any, ...]:
+    return (agent["name"], project, agent["model_name"],
+            [skill["name"] for skill in agent["skills"]], _json(mask(agent["params"] or {})))
+
+
+def agents_table(projects: list[str], qualifier: str = "agents") -> Relation:
+    rows = []
+    for project in projects:
+        rows.extend(agent_row(a, project) for a in agent_service.list_agents(project))
+    return Relation.of(AGENT_COLUMNS, rows, qualifier)
+
+
+def project_names() -> list[str]:
+    return [p.name for p in project_service.list_projects()]
+
+
+def connection_data(registry: SourceRegistry, name: str) -> dict[str, Any]:
+    """A data source's connection parameters, the password masked (API.md: write-only)."""
+    source = registry.get(name)
+    info = source.info if source else {}
+    if "path" in info:
+        return {"db_file": info["path"]}
+    if "url" not in info:
+        return {}
+    url = make_url(info["url"])
+    data = {"host": url.host, "port": url.port, "user": url.username,
+            "password": MASK if url.password else None, "database": url.database}
+    data.update({k: v for k, v in url.query.items() if k != "password"})
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def databases_table(registry: SourceRegistry) -> Relation:
+    """information_schema, then the projects, then the data sources (MindsDB's order)."""
+    rows: list[tuple[Any, ...]] = [(SYSTEM_DB, "system", None, None)]
+    rows += [(name, "project", None, None) for name in project_names()]
+    rows += [(name, "data", engine, _json(connection_data(registry, name)))
+             for name, engine in registry.describe()]
+    return Relation.of(DATABASE_COLUMNS, rows, "databases")
+
+
+def info_schema_table(table: str, registry: SourceRegistry) -> Relation:
+    name = table.lower()
+    if name == "databases":
+        return databases_table(registry)
+    builders = {"models": models_table, "skills": skills_table, "agents": agents_table}
+    return builders[name](project_names(), name)
+
+
+def project_table(project: str, table: str, qualifier: str | None = None) -> Relation:
+    builders = {"models": models_table, "skills": skills_table, "agents": agents_table}
+    return builders[table.lower()]([project], qualifier or table.lower())

@@ -1,0 +1,65 @@
+"""The single entry of POST /api/sql/query: service statements first, then the data path."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .catalog import service_statement
+from .errors import SqlError
+from .execute import effective_timeout, fetch_rows, run_statement
+from .gate import gate
+from .sources import current_sources, data_source_names
+
+__all__ = ["execute_sql", "fetch_rows", "data_source_names", "error_body", "DEFAULT_DB"]
+
+DEFAULT_DB = "mindsdb"
+log = logging.getLogger(__name__)
+
+
+def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | None,
+                *, timeout_s: float | None = None) -> dict[str, Any]:
+    """Run one statement; the response body of API.md §1 (type table / ok / error)."""
+    db = context_db or DEFAULT_DB
+    try:
+        answer = _service_statement(query, db, params)
+        if answer is not None:
+            return answer
+        return _data_statement(query, db, params, timeout_s)
+    except SqlError as exc:
+        log.info("sql error %s: %s", exc.code, exc.message)
+        return error_body(exc, db)
+
+
+def _service_statement(query: str, db: str, params: dict[str, Any] | None
+                       ) -> dict[str, Any] | None:
+    """Statements about projects, models, skills, agents (``app/sql/catalog``).
+
+    Returns the response body, or None when ``query`` is not such a statement, so that it
+    goes on to the data path.
+    """
+    return service_statement(query, db, params, current_sources())
+
+
+def _data_statement(query: str, db: str, params: dict[str, Any] | None,
+                    timeout_s: float | None) -> dict[str, Any]:
+    registry = current_sources()
+    gated = gate(query, registry, db)
+    target = gated.source or registry.constants
+    result = run_statement(target, gated.sql, params, gated.param_names,
+                           timeout_s=effective_timeout(target, timeout_s),
+                           max_rows=target.max_rows)
+    body: dict[str, Any] = {
+        "type": "table",
+        "column_names": result.columns,
+        "data": result.rows,
+        "context": {"db": gated.source.name if gated.source else db},
+    }
+    if result.truncated:
+        body["truncated"] = True
+    return body
+
+
+def error_body(error: SqlError, db: str) -> dict[str, Any]:
+    return {"type": "error", "error_code": error.code, "error_message": error.message,
+            "column_names": [], "context": {"db": db}}

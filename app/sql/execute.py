@@ -1,0 +1,260 @@
+"""Read-only execution on one data source, per dialect, with a time limit and a row cap.
+
+Layers after the parser gate (``gate.py``):
+- SQLite: opened ``mode=ro`` with an authorizer that allows reads and functions only;
+  the time limit is a progress handler that interrupts the statement inside SQLite.
+- PostgreSQL: every statement runs in ``BEGIN TRANSACTION READ ONLY`` that is always rolled
+  back, with ``SET LOCAL statement_timeout`` so the server itself cancels it; rows come
+  from a server-side cursor so that only ``cap + 1`` rows ever leave the server.
+- MySQL/MariaDB: ``START TRANSACTION READ ONLY``, always rolled back, with
+  ``max_statement_time`` (MariaDB) / ``max_execution_time`` (MySQL) set on the session;
+  rows stream through an unbuffered cursor.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+
+from .errors import ErrorCode, SqlError
+from .gate import gate
+from .sources import DataSource, SourceRegistry, current_sources
+
+_cursor_ids = itertools.count()
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool
+
+
+def effective_timeout(source: DataSource, requested: float | None) -> float:
+    """The source's limit; a request may lower it, never raise it."""
+    if requested is not None and 0 < requested < source.timeout_s:
+        return float(requested)
+    return source.timeout_s
+
+
+def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None,
+                  param_names: Sequence[str], *, timeout_s: float, max_rows: int) -> QueryResult:
+    """Run one gated statement on ``source``; raises SqlError."""
+    params = dict(params or {})
+    missing = [n for n in dict.fromkeys(param_names) if n not in params]
+    if missing:
+        raise SqlError(ErrorCode.MISSING_PARAMETER,
+                       "No value for parameter " + ", ".join(f":{n}" for n in missing)
+                       + " in params")
+    bound = {n: params[n] for n in param_names} if param_names else None
+    conn = _checkout(source)
+    try:
+        runner = {"sqlite": _run_sqlite, "postgresql": _run_postgresql,
+                  "mysql": _run_mysql}[source.dialect]
+        return runner(conn, sql, bound, timeout_s, max_rows)
+    except SqlError:
+        raise
+    except Exception as exc:
+        error = _translate(source, exc, timeout_s)
+        if error.code == ErrorCode.SOURCE_DOWN:
+            conn.invalidate()  # a broken connection must not go back to the pool
+        raise error from None
+    finally:
+        conn.close()
+
+
+def _checkout(source: DataSource) -> Any:
+    try:
+        return source.connect()
+    except sa_exc.TimeoutError:
+        raise SqlError(ErrorCode.BUSY,
+                       f"Data source '{source.name}' is busy: no free connection; "
+                       f"try again shortly") from None
+    except Exception as exc:
+        raise SqlError(ErrorCode.SOURCE_DOWN,
+                       f"Data source '{source.name}' cannot be reached: "
+                       f"{_driver_message(exc)}") from None
+
+
+def _run_sqlite(conn: Any, sql: str, params: dict | None, timeout_s: float,
+                max_rows: int) -> QueryResult:
+    dbapi: sqlite3.Connection = conn.driver_connection
+    deadline = time.monotonic() + timeout_s
+    # Called every N virtual-machine steps; a non-zero answer interrupts the statement.
+    dbapi.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+    try:
+        cursor = dbapi.execute(sql, params or ())
+        columns = [d[0] for d in cursor.description or ()]
+        rows = cursor.fetchmany(max_rows + 1)
+        cursor.close()
+    finally:
+        dbapi.set_progress_handler(None, 0)
+    return _result(columns, rows, max_rows)
+
+
+def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
+                    max_rows: int) -> QueryResult:
+    pg = conn.driver_connection
+    ms = max(1, int(timeout_s * 1000))
+    try:
+        pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}")
+        # A server-side cursor: the server sends cap + 1 rows, not the whole result.
+        cursor = pg.cursor(name=f"quarry_{next(_cursor_ids)}")
+        try:
+            cursor.execute(sql, params)
+            columns = [d.name for d in cursor.description or ()]
+            rows = cursor.fetchmany(max_rows + 1)
+        finally:
+            cursor.close()
+    finally:
+        if not pg.closed:
+            _quietly(pg.execute, "ROLLBACK")
+    return _result(columns, rows, max_rows)
+
+
+def _run_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float,
+               max_rows: int) -> QueryResult:
+    import pymysql.cursors
+
+    my = conn.driver_connection
+    cursor = my.cursor(pymysql.cursors.SSCursor)
+    if conn.info.get("quarry.timeout_s") != timeout_s:
+        if "mariadb" in my.get_server_info().lower():
+            cursor.execute(f"SET SESSION max_statement_time = {timeout_s:.3f}")
+        else:
+            cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
+        conn.info["quarry.timeout_s"] = timeout_s
+    cursor.execute("START TRANSACTION READ ONLY")
+    try:
+        cursor.execute(sql, params)
+        columns = [d[0] for d in cursor.description or ()]
+        rows = list(cursor.fetchmany(max_rows + 1))
+    except Exception:
+        _quietly(my.rollback)
+        raise
+    if len(rows) > max_rows:
+        # Draining the rest of an unbuffered result could take long: drop the connection
+        # instead; the server ends the statement when the client goes away. PyMySQL's
+        # result and cursor finalisers would try to drain the closed socket: disarm them.
+        if getattr(cursor, "_result", None) is not None:
+            cursor._result.unbuffered_active = False
+        cursor.connection = None
+        conn.invalidate()
+    else:
+        cursor.close()
+        my.rollback()
+    return _result(columns, rows, max_rows)
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    """Clean-up that must not hide the error being reported (the connection may be gone)."""
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - the original error is the one that matters
+        pass
+
+
+def _result(columns: list[str], rows: list, max_rows: int) -> QueryResult:
+    truncated = len(rows) > max_rows
+    return QueryResult(columns, rows[:max_rows] if truncated else rows, truncated)
+
+
+def _driver_message(exc: BaseException) -> str:
+    """The driver's own message, without SQLAlchemy's [SQL: …] boilerplate."""
+    if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    diag = getattr(exc, "diag", None)
+    if diag is not None and getattr(diag, "message_primary", None):
+        return diag.message_primary
+    args = getattr(exc, "args", ())
+    if len(args) == 2 and isinstance(args[0], int):  # PyMySQL: (errno, message)
+        return str(args[1])
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+_PG_CODES = {"57014": ErrorCode.TIME_LIMIT, "25006": ErrorCode.READ_ONLY,
+             "42501": ErrorCode.PERMISSION_DENIED, "42P01": ErrorCode.UNKNOWN_TABLE,
+             "42601": ErrorCode.SYNTAX, "3F000": ErrorCode.UNKNOWN_TABLE}
+_MYSQL_CODES = {1969: ErrorCode.TIME_LIMIT, 3024: ErrorCode.TIME_LIMIT,
+                1317: ErrorCode.TIME_LIMIT, 1792: ErrorCode.READ_ONLY,
+                1146: ErrorCode.UNKNOWN_TABLE, 1049: ErrorCode.UNKNOWN_TABLE,
+                1064: ErrorCode.SYNTAX, 1142: ErrorCode.PERMISSION_DENIED,
+                1143: ErrorCode.PERMISSION_DENIED, 1044: ErrorCode.PERMISSION_DENIED,
+                1045: ErrorCode.PERMISSION_DENIED, 1227: ErrorCode.PERMISSION_DENIED,
+                1370: ErrorCode.PERMISSION_DENIED, 2003: ErrorCode.SOURCE_DOWN,
+                2006: ErrorCode.SOURCE_DOWN, 2013: ErrorCode.SOURCE_DOWN}
+
+
+def _classify(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    module = type(exc).__module__
+    sqlstate = getattr(exc, "sqlstate", None) if module.startswith("psycopg") else None
+    if sqlstate:
+        if sqlstate in _PG_CODES:
+            return _PG_CODES[sqlstate]
+        if sqlstate.startswith("08"):
+            return ErrorCode.SOURCE_DOWN
+        return ErrorCode.QUERY_FAILED
+    if module.startswith("psycopg"):  # no SQLSTATE: the connection itself failed
+        return ErrorCode.SOURCE_DOWN
+    args = getattr(exc, "args", ())
+    if module.startswith("pymysql"):
+        if args and isinstance(args[0], int):
+            return _MYSQL_CODES.get(args[0], ErrorCode.QUERY_FAILED)
+        return ErrorCode.SOURCE_DOWN
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc).lower()
+        for needle, code in (("interrupted", ErrorCode.TIME_LIMIT),
+                             ("not authorized", ErrorCode.READ_ONLY),
+                             ("readonly database", ErrorCode.READ_ONLY),
+                             ("no such table", ErrorCode.UNKNOWN_TABLE),
+                             ("syntax error", ErrorCode.SYNTAX),
+                             ("unable to open", ErrorCode.SOURCE_DOWN)):
+            if needle in text:
+                return code
+        return ErrorCode.QUERY_FAILED
+    if isinstance(exc, OSError | ConnectionError):
+        return ErrorCode.SOURCE_DOWN
+    return ErrorCode.QUERY_FAILED
+
+
+def _translate(source: DataSource, exc: BaseException, timeout_s: float) -> SqlError:
+    code = _classify(exc)
+    message = _driver_message(exc)
+    if code == ErrorCode.TIME_LIMIT:
+        return SqlError(code, f"The statement on data source '{source.name}' was cancelled: "
+                              f"it ran past the time limit of {timeout_s:g} s")
+    if code == ErrorCode.SOURCE_DOWN:
+        return SqlError(code, f"Data source '{source.name}' cannot be reached: {message}")
+    if code == ErrorCode.READ_ONLY:
+        return SqlError(code, f"The statement is refused: data source '{source.name}' is "
+                              f"read-only ({message})")
+    return SqlError(code, f"The statement failed on data source '{source.name}': {message}")
+
+
+def fetch_rows(source: str, select_sql: str, *, max_rows: int, timeout_s: float | None = None,
+               registry: SourceRegistry | None = None) -> tuple[list[str], list[tuple]]:
+    """Run one read-only SELECT on data source ``source`` through the gate and the limits.
+
+    Bare table names resolve in ``source``. Raises SqlError, also TOO_MANY_ROWS when the
+    query returns more than ``max_rows`` rows. ``registry`` defaults to the current app's
+    (pass ``current_app.extensions["quarry.sources"]`` when running outside a request).
+    """
+    registry = registry or current_sources()
+    data_source = registry.require(source)
+    gated = gate(select_sql, registry, data_source.name)
+    target = gated.source or data_source
+    result = run_statement(target, gated.sql, None, gated.param_names,
+                           timeout_s=effective_timeout(target, timeout_s), max_rows=max_rows)
+    if result.truncated:
+        raise SqlError(ErrorCode.TOO_MANY_ROWS,
+                       f"The query returns more than {max_rows} rows; narrow it down "
+                       f"(WHERE, LIMIT)")
+    return result.columns, [tuple(r) for r in result.rows]

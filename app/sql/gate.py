@@ -1,0 +1,266 @@
+"""The parser gate: exactly one statement, of a read kind, naming one data source.
+
+This is the first of the read-only layers (the connection itself is the second, see
+``execute.py``). What runs on the data source is the text sqlglot generates from the tree it
+checked, never the caller's text: a statement cannot smuggle a second one past the gate
+through a parser difference (comments, quoting games, dollar quotes).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from .errors import ErrorCode, SqlError
+from .sources import DataSource, SourceRegistry
+
+_READ_KINDS = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
+
+# Nodes that write, change session or server state, or take locks, anywhere in the tree.
+_FORBIDDEN_NODES: tuple[tuple[type[exp.Expression], str], ...] = (
+    (exp.Into, "SELECT … INTO creates or writes a table, file or variable"),
+    (exp.Lock, "FOR UPDATE / FOR SHARE locks rows"),
+    (exp.DML, "it changes data"),
+    (exp.Insert, "it changes data"),
+    (exp.Update, "it changes data"),
+    (exp.Delete, "it changes data"),
+    (exp.Merge, "it changes data"),
+    (exp.DDL, "it changes the schema"),
+    (exp.Create, "it changes the schema"),
+    (exp.Drop, "it changes the schema"),
+    (exp.Alter, "it changes the schema"),
+    (exp.TruncateTable, "it changes data"),
+    (exp.Copy, "COPY reads or writes files"),
+    (exp.LoadData, "it loads files"),
+    (exp.Command, "it is not a query"),
+    (exp.Set, "it changes settings"),
+    (exp.Pragma, "it changes settings"),
+    (exp.Attach, "it attaches databases"),
+    (exp.Detach, "it detaches databases"),
+    (exp.Transaction, "transaction control is the service's"),
+    (exp.Commit, "transaction control is the service's"),
+    (exp.Rollback, "transaction control is the service's"),
+    (exp.Grant, "it changes privileges"),
+    (exp.Revoke, "it changes privileges"),
+    (exp.Use, "it changes the session"),
+    (exp.Analyze, "it writes statistics"),
+    (exp.Kill, "it stops other sessions"),
+)
+
+# Functions with effects that a READ ONLY transaction still allows, or that read server
+# files or reach other servers (see docs/sql.md). Matched on the lower-case bare name, also
+# when schema-qualified (pg_catalog.set_config). pg_sleep and SLEEP stay allowed: the time
+# limit cancels them.
+FORBIDDEN_FUNCTIONS = frozenset({
+    # PostgreSQL
+    "set_config", "pg_terminate_backend", "pg_cancel_backend", "pg_reload_conf",
+    "pg_rotate_logfile", "pg_promote", "pg_switch_wal", "pg_create_restore_point",
+    "pg_backup_start", "pg_backup_stop", "pg_start_backup", "pg_stop_backup",
+    "pg_read_file", "pg_read_binary_file", "pg_stat_file", "pg_file_write", "pg_file_rename",
+    "pg_file_unlink", "pg_file_sync", "pg_notify", "pg_logical_emit_message",
+    "pg_export_snapshot", "pg_import_system_collations", "pg_log_backend_memory_contexts",
+    "pg_drop_replication_slot", "pg_copy_physical_replication_slot",
+    "pg_copy_logical_replication_slot", "pg_wal_replay_pause", "pg_wal_replay_resume",
+    "nextval", "setval", "txid_current", "pg_current_xact_id",
+    "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema",
+    "cursor_to_xml", "cursor_to_xmlschema", "loread", "lowrite",
+    # MySQL / MariaDB
+    "load_file", "get_lock", "release_lock", "release_all_locks", "is_used_lock",
+    "master_pos_wait", "source_pos_wait", "master_gtid_wait", "sys_exec", "sys_eval",
+    "lastval",
+    # SQLite (also refused by the authorizer)
+    "load_extension", "readfile", "writefile", "fts3_tokenizer",
+})
+FORBIDDEN_PREFIXES = ("pg_advisory_", "pg_try_advisory_", "lo_", "dblink",
+                      "pg_ls_", "pg_stat_reset", "pg_create_", "pg_replication_origin_")
+
+
+@dataclass(frozen=True)
+class GatedStatement:
+    """A statement that passed the gate, rewritten for its data source."""
+
+    source: DataSource | None     # None: no table at all (SELECT 1)
+    sql: str                      # in the source's dialect, placeholders in driver style
+    param_names: tuple[str, ...]
+
+
+def parse_single(query: str, dialect: str | None) -> exp.Expression:
+    """Exactly one statement, parsed; SYNTAX or MULTIPLE_STATEMENTS otherwise."""
+    if not query or not query.strip():
+        raise SqlError(ErrorCode.SYNTAX, "The SQL statement is empty")
+    try:
+        statements = [s for s in sqlglot.parse(query, read=dialect or None) if s is not None]
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = (f" at line {first.get('line')}, column {first.get('col')}"
+                 if first.get("line") else "")
+        reason = first.get("description") or str(exc).splitlines()[0]
+        raise SqlError(ErrorCode.SYNTAX,
+                       f"The SQL statement cannot be parsed: {reason}{where}") from None
+    except (TokenError, RecursionError, ValueError) as exc:
+        raise SqlError(ErrorCode.SYNTAX,
+                       f"The SQL statement cannot be parsed: {exc}") from None
+    if not statements:
+        raise SqlError(ErrorCode.SYNTAX, "The SQL statement is empty")
+    if len(statements) > 1:
+        raise SqlError(ErrorCode.MULTIPLE_STATEMENTS,
+                       f"Only one SQL statement is allowed per request; got {len(statements)}")
+    return statements[0]
+
+
+def _function_name(node: exp.Func) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    return node.sql_name().lower()
+
+
+def check_read_only(statement: exp.Expression, dialect: str | None) -> None:
+    """READ_ONLY / FORBIDDEN_FUNCTION unless the statement only reads."""
+    if not isinstance(statement, _READ_KINDS):
+        kind = (str(statement.this).split()[0] if isinstance(statement, exp.Command)
+                else statement.key)
+        raise SqlError(ErrorCode.READ_ONLY,
+                       f"Only SELECT statements run on data sources (read-only); "
+                       f"{kind.upper()} is refused")
+    for node in statement.walk():
+        for kind, why in _FORBIDDEN_NODES:
+            if isinstance(node, kind):
+                raise SqlError(ErrorCode.READ_ONLY,
+                               f"The statement is refused (read-only): {why}")
+        if isinstance(node, exp.PropertyEQ) and dialect == "mysql":
+            raise SqlError(ErrorCode.READ_ONLY,
+                           "The statement is refused (read-only): it assigns a variable")
+        if isinstance(node, exp.Func):
+            name = _function_name(node)
+            if name in FORBIDDEN_FUNCTIONS or name.startswith(FORBIDDEN_PREFIXES):
+                raise SqlError(ErrorCode.FORBIDDEN_FUNCTION,
+                               f"Function {name}() is not allowed: it has effects beyond "
+                               f"reading (or reads server files)")
+
+
+def _qualifier_sources(statement: exp.Expression, registry: SourceRegistry,
+                       context: DataSource | None) -> dict[str, DataSource]:
+    """Resolve every table to its data source and strip the source qualifier in place."""
+    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    used: dict[str, DataSource] = {}
+    stripped: set[str] = set()
+    for table in list(statement.find_all(exp.Table)):
+        if not table.name:  # a table function: generate_series(1, 3)
+            continue
+        catalog, db = table.catalog, table.db
+        if catalog:
+            source = registry.require(catalog)
+            table.set("catalog", None)
+            stripped.add(catalog.lower())
+        elif db and registry.get(db) is not None:
+            source = registry.get(db)
+            table.set("db", None)
+            stripped.add(db.lower())
+        elif db:
+            if context is None:
+                raise SqlError(ErrorCode.UNKNOWN_SOURCE,
+                               f"'{db}' in {table.sql()} is not a data source; configured "
+                               f"data sources: {', '.join(registry.names()) or 'none'}")
+            source = context  # a schema (PostgreSQL) or database (MySQL) inside it
+        elif table.name.lower() in ctes:
+            continue
+        elif context is not None:
+            source = context
+        else:
+            raise SqlError(ErrorCode.UNKNOWN_TABLE,
+                           f"Table '{table.name}' names no data source: write "
+                           f"<source>.{table.name} or set context.db to a data source "
+                           f"({', '.join(registry.names()) or 'none configured'})")
+        used[source.name] = source
+    # Column references written source.table.column lose the source part too.
+    for column in statement.find_all(exp.Column):
+        for part in ("catalog", "db"):
+            value = column.args.get(part)
+            if value is not None and value.name.lower() in stripped:
+                column.set(part, None)
+    return used
+
+
+def gate(query: str, registry: SourceRegistry, context_db: str | None) -> GatedStatement:
+    """Parse, check and rewrite ``query`` for the one data source it reads."""
+    key = (query, context_db.lower() if context_db else None)
+    cached = registry.gate_cache.get(key)
+    if cached is not None:
+        return cached
+    gated = _gate(query, registry, context_db)
+    registry.gate_cache.put(key, gated)
+    return gated
+
+
+def _gate(query: str, registry: SourceRegistry, context_db: str | None) -> GatedStatement:
+    context = registry.get(context_db) if context_db else None
+    if context is not None:
+        dialect = context.sqlglot_dialect
+        statement = parse_single(query, dialect)
+    else:
+        # The source (and so the dialect) is known only from the qualifiers: find them with
+        # the generic dialect (or failing that, a source's), then parse again in the
+        # source's own dialect.
+        statement, dialect = _parse_any(query, registry)
+    check_read_only(statement, dialect)
+    used = _qualifier_sources(statement, registry, context)
+    if len(used) > 1:
+        raise SqlError(ErrorCode.CROSS_SOURCE,
+                       f"The statement reads from {len(used)} data sources "
+                       f"({', '.join(sorted(used))}); one statement runs on one data source")
+    source = next(iter(used.values()), None) or context
+    target = source or registry.constants
+    if target is not None and dialect != target.sqlglot_dialect:
+        statement = parse_single(query, target.sqlglot_dialect)
+        check_read_only(statement, target.sqlglot_dialect)
+        _qualifier_sources(statement, registry, context)
+    sql, names = _render(statement, target.dialect if target else "sqlite",
+                         target.sqlglot_dialect if target else "sqlite")
+    return GatedStatement(source=source, sql=sql, param_names=tuple(names))
+
+
+def _parse_any(query: str, registry: SourceRegistry) -> tuple[exp.Expression, str | None]:
+    try:
+        return parse_single(query, None), None
+    except SqlError as exc:
+        if exc.code != ErrorCode.SYNTAX:
+            raise
+        for glot in registry.dialects():
+            try:
+                return parse_single(query, glot), glot
+            except SqlError:
+                continue
+        raise
+
+
+def _render(statement: exp.Expression, dialect: str, glot: str) -> tuple[str, list[str]]:
+    """SQL text for the driver, with :name placeholders in the driver's own style."""
+    names: list[str] = []
+    sentinels: dict[str, str] = {}
+    nonce = secrets.token_hex(6)
+    for i, node in enumerate(list(statement.find_all(exp.Placeholder))):
+        name = node.name
+        if not name or name == "?":
+            raise SqlError(ErrorCode.MISSING_PARAMETER,
+                           "Positional placeholders (?) are not supported; use :name and "
+                           "give params {\"name\": value}")
+        sentinel = f"quarryparam{nonce}x{i}"
+        sentinels[sentinel] = name
+        names.append(name)
+        node.replace(exp.var(sentinel))
+    try:
+        sql = statement.sql(dialect=glot, comments=False)
+    except Exception as exc:  # sqlglot cannot write it back in this dialect
+        raise SqlError(ErrorCode.SYNTAX,
+                       f"The SQL statement cannot be written in the {dialect} dialect: "
+                       f"{exc}") from None
+    if sentinels:
+        if dialect != "sqlite":
+            sql = sql.replace("%", "%%")  # pyformat drivers: a literal % must be doubled
+        for sentinel, name in sentinels.items():
+            sql = sql.replace(sentinel, f":{name}" if dialect == "sqlite" else f"%({name})s")
+    return sql, names

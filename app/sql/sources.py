@@ -1,0 +1,239 @@
+"""The registry of named data sources: one connection pool per source, built in the factory.
+
+A data source is a SQLAlchemy URL (SQLite, PostgreSQL through psycopg 3, MySQL/MariaDB
+through PyMySQL). The pools hand out raw DBAPI connections: execution (``execute.py``) talks
+to the driver directly so that it controls the transaction, the time limit and the fetch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sqlite3
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from flask import Flask, current_app
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import QueuePool
+
+from .errors import ErrorCode, SqlError
+
+EXTENSION_KEY = "quarry.sources"
+DEMO_NAME = "demo"
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$")
+
+# SQLAlchemy backend name -> (our dialect, sqlglot dialect, driver forced into the URL).
+_BACKENDS = {
+    "sqlite": ("sqlite", "sqlite", None),
+    "postgresql": ("postgresql", "postgres", "psycopg"),
+    "postgres": ("postgresql", "postgres", "psycopg"),
+    "mysql": ("mysql", "mysql", "pymysql"),
+    "mariadb": ("mysql", "mysql", "pymysql"),
+}
+
+# SQLite authorizer: reads and function calls only. mode=ro alone still lets ATTACH create
+# and write other files, and PRAGMA query_only can be switched off by the caller.
+_SQLITE_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+                   getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+_SQLITE_DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit",
+                            "fts3_tokenizer", "sqlite_dbpage"}
+
+
+def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, _db: str | None,
+                       _source: str | None) -> int:
+    if action not in _SQLITE_ALLOWED:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def open_sqlite_readonly(path: str | None) -> sqlite3.Connection:
+    """A SQLite connection that can only read: opened mode=ro, with the read-only authorizer."""
+    if path in (None, "", ":memory:"):
+        conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    else:
+        uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    conn.set_authorizer(_sqlite_authorizer)
+    return conn
+
+
+@dataclass
+class DataSource:
+    """One named data source and its pool."""
+
+    name: str
+    dialect: str                   # sqlite | postgresql | mysql
+    sqlglot_dialect: str
+    timeout_s: float
+    max_rows: int
+    connect: Callable[[], Any]     # -> a pooled DBAPI connection (close() returns it)
+    dispose: Callable[[], None]
+    engine_name: str = ""          # what SHOW DATABASES calls the engine
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class LruCache:
+    """A small thread-safe LRU map (gated statements: dashboards repeat their queries)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+class SourceRegistry:
+    """Named data sources; names are matched case-insensitively."""
+
+    def __init__(self) -> None:
+        self._sources: dict[str, DataSource] = {}
+        self.constants: DataSource | None = None  # table-less SELECTs run here
+        self.gate_cache = LruCache(1024)
+
+    def add(self, source: DataSource) -> None:
+        self._sources[source.name.lower()] = source
+
+    def get(self, name: str) -> DataSource | None:
+        return self._sources.get(name.lower())
+
+    def require(self, name: str) -> DataSource:
+        source = self.get(name)
+        if source is None:
+            raise SqlError(ErrorCode.UNKNOWN_SOURCE,
+                           f"Data source '{name}' does not exist; configured data sources: "
+                           + (", ".join(self.names()) or "none"))
+        return source
+
+    def names(self) -> list[str]:
+        return sorted(s.name for s in self._sources.values())
+
+    def dialects(self) -> list[str]:
+        """The sqlglot dialects of the configured sources, each once."""
+        return sorted({s.sqlglot_dialect for s in self._sources.values()})
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(name, engine) of every data source, e.g. ("demo", "sqlite")."""
+        return [(s.name, s.engine_name) for s in sorted(self._sources.values(),
+                                                         key=lambda s: s.name)]
+
+    def dispose(self) -> None:
+        """Close every pooled connection (idempotent)."""
+        for source in [*self._sources.values(), self.constants]:
+            if source is not None:
+                source.dispose()
+
+
+def _sqlite_source(name: str, path: str | None, settings: dict[str, Any], timeout_s: float,
+                   max_rows: int) -> DataSource:
+    pool = QueuePool(lambda: open_sqlite_readonly(path), pool_size=settings["SQL_POOL_SIZE"],
+                     max_overflow=0, timeout=settings["SQL_POOL_TIMEOUT_S"],
+                     reset_on_return=None)
+    return DataSource(name=name, dialect="sqlite", sqlglot_dialect="sqlite",
+                      timeout_s=timeout_s, max_rows=max_rows, connect=pool.connect,
+                      dispose=pool.dispose, engine_name="sqlite", info={"path": path})
+
+
+def _server_source(name: str, url: Any, dialect: str, glot: str, settings: dict[str, Any],
+                   timeout_s: float, max_rows: int) -> DataSource:
+    engine = create_engine(
+        url, pool_size=settings["SQL_POOL_SIZE"], max_overflow=0,
+        pool_timeout=settings["SQL_POOL_TIMEOUT_S"], pool_pre_ping=True,
+        # A server that does not answer must not hold a request longer than the pool wait.
+        connect_args={"connect_timeout": max(2, int(settings["SQL_POOL_TIMEOUT_S"]))},
+    )
+    if dialect == "postgresql":
+        @event.listens_for(engine, "connect")
+        def _autocommit(dbapi_connection, _record):
+            # execute.py opens each READ ONLY transaction itself and always rolls it back.
+            dbapi_connection.autocommit = True
+
+    return DataSource(name=name, dialect=dialect, sqlglot_dialect=glot, timeout_s=timeout_s,
+                      max_rows=max_rows, connect=engine.raw_connection, dispose=engine.dispose,
+                      engine_name=dialect, info={"url": url.render_as_string()})
+
+
+def build_source(name: str, spec: Any, settings: dict[str, Any]) -> DataSource:
+    """A DataSource from one DATA_SOURCES entry: a URL, or {url, timeout_s, max_rows}."""
+    if not _NAME_RE.match(name):
+        raise RuntimeError(f"QUARRY_DATA_SOURCES: '{name}' is not a valid data source name")
+    if isinstance(spec, str):
+        spec = {"url": spec}
+    if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
+        raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}'] must be a URL or an object "
+                           f"with a url")
+    timeout_s = float(spec.get("timeout_s") or settings["SQL_TIMEOUT_S"])
+    max_rows = int(spec.get("max_rows") or settings["SQL_MAX_ROWS"])
+    url = make_url(spec["url"])
+    backend = url.get_backend_name()
+    if backend not in _BACKENDS:
+        raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}']: unsupported database '{backend}' "
+                           f"(supported: sqlite, postgresql, mysql, mariadb)")
+    dialect, glot, driver = _BACKENDS[backend]
+    if dialect == "sqlite":
+        return _sqlite_source(name, url.database, settings, timeout_s, max_rows)
+    url = url.set(drivername=f"{'postgresql' if dialect == 'postgresql' else backend}+{driver}")
+    source = _server_source(name, url, dialect, glot, settings, timeout_s, max_rows)
+    source.engine_name = backend if backend != "postgres" else "postgresql"
+    return source
+
+
+def demo_path(app: Flask) -> str:
+    return app.config.get("DEMO_PATH") or os.path.join(app.instance_path, "demo.db")
+
+
+def init_sources(app: Flask) -> SourceRegistry:
+    """Build the registry from DATA_SOURCES (+ the demo source) into app.extensions."""
+    settings = app.config
+    configured = settings.get("DATA_SOURCES") or {}
+    if not isinstance(configured, dict):
+        raise RuntimeError("QUARRY_DATA_SOURCES must be a JSON object: name -> url")
+    # sqlglot logs a warning for every statement it parses as a bare Command; the gate
+    # refuses those anyway, with its own message.
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    registry = SourceRegistry()
+    for name, spec in configured.items():
+        registry.add(build_source(name, spec, settings))
+    if settings.get("DEMO_SOURCE") and registry.get(DEMO_NAME) is None:
+        from .demo import ensure_demo
+
+        path = ensure_demo(demo_path(app))
+        registry.add(_sqlite_source(DEMO_NAME, path, settings, settings["SQL_TIMEOUT_S"],
+                                    settings["SQL_MAX_ROWS"]))
+    registry.constants = _sqlite_source("", None, settings, settings["SQL_TIMEOUT_S"],
+                                        settings["SQL_MAX_ROWS"])
+    app.extensions[EXTENSION_KEY] = registry
+    # Pools close with the app (tests build many apps) and at interpreter exit.
+    weakref.finalize(app, registry.dispose)
+    return registry
+
+
+def current_sources() -> SourceRegistry:
+    return current_app.extensions[EXTENSION_KEY]
+
+
+def data_source_names() -> list[str]:
+    """Names of the data sources of the current app (for SHOW DATABASES)."""
+    return current_sources().names()

@@ -1,0 +1,10 @@
+"""SQLAlchemy mapped classes: columns, relationships and constraints only."""
+
+from .agent import Agent, AgentSkill
+from .auth import ApiToken, LoginFailure, User, UserSession
+from .ml_model import MLModel
+from .project import Project
+from .skill import Skill
+
+__all__ = ["Agent", "AgentSkill", "ApiToken", "LoginFailure", "MLModel", "Project", "Skill",
+           "User", "UserSession"]

@@ -1,0 +1,42 @@
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, deferred, mapped_column
+
+from ..extensions import db
+from .types import UTCDateTime, utcnow
+
+
+class MLModel(db.Model):
+    """A trained (or training) machine-learning model: the resource, not an ORM model."""
+
+    __tablename__ = "ml_models"
+    __table_args__ = (UniqueConstraint("project_id", "name_key", "version"),
+                      {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"),
+                                            index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    name_key: Mapped[str] = mapped_column(String(63))
+    version: Mapped[int] = mapped_column(default=1)
+    active: Mapped[bool] = mapped_column(default=True)
+    status: Mapped[str] = mapped_column(String(16), default="generating")
+    predict: Mapped[str] = mapped_column(String(255))
+    accuracy: Mapped[float | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    engine: Mapped[str] = mapped_column(String(32), default="sklearn")
+    data_source: Mapped[str] = mapped_column(String(255))
+    fetch_data_query: Mapped[str] = mapped_column(Text)
+    training_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    training_time: Mapped[float | None]
+    # Which process trains it and when it last said so: a model whose trainer died is
+    # found by a stale heartbeat and marked error, never left "training" forever.
+    trainer: Mapped[str | None] = mapped_column(String(255))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    description: Mapped[dict[str, Any] | None] = deferred(mapped_column(JSON))
+    # The fitted pipeline (joblib bytes): in the store, so every worker on every host has it.
+    artifact: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))

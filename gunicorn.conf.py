@@ -1,0 +1,41 @@
+"""gunicorn settings for Quarry: ``gunicorn -c gunicorn.conf.py wsgi:app``.
+
+Every value can be overridden from the environment (QUARRY_BIND, QUARRY_WORKERS,
+QUARRY_THREADS, QUARRY_SQL_TIMEOUT_S) or on the command line. See docs/deploy.md.
+"""
+
+import os
+
+_cpus = os.cpu_count() or 1
+
+# Behind a reverse proxy on the same host by default; MindsDB's port, so clients need no change.
+bind = [os.environ.get("QUARRY_BIND", "127.0.0.1:47334")]
+
+# Threads, not only processes: a SQL statement holds its thread for up to SQL_TIMEOUT_S, and
+# two slow queries must not freeze the API. Processes use the cores (pandas and scikit-learn
+# hold the GIL); each one loads the ML stack, so they are not multiplied further.
+worker_class = "gthread"
+workers = int(os.environ.get("QUARRY_WORKERS", _cpus + 1))
+threads = int(os.environ.get("QUARRY_THREADS", 8))
+
+# A request may legitimately run as long as the SQL time limit; the worker is only declared
+# hung well after that. Graceful shutdown (SIGTERM, deploys) waits as long, so running
+# requests finish instead of being cut.
+_sql_timeout_s = float(os.environ.get("QUARRY_SQL_TIMEOUT_S", "30"))
+timeout = int(_sql_timeout_s) + 30
+graceful_timeout = timeout
+keepalive = 5
+
+# Forwarded headers are handled by the app (ProxyFix with QUARRY_PROXY_HOPS) and only there:
+# gunicorn would otherwise believe X-Forwarded-Proto from any local client.
+forwarded_allow_ips = ""
+secure_scheme_headers = {}
+
+# Access log on stdout, error log (and the app's log) on stderr. The access line carries the
+# request id and never a header, cookie or body, so no credential can reach it.
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("QUARRY_LOG_LEVEL", "info").lower()
+# %(h)s is the proxy's address; the client's, as the proxy reports it, follows in quotes.
+access_log_format = ('%(h)s "%({x-forwarded-for}i)s" [%({x-request-id}o)s] '
+                     '"%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms "%(a)s"')

@@ -1,0 +1,65 @@
+"""Uniqueness lives in the database: racing requests never create duplicates."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.helpers import skill_body
+
+RACERS = 16
+
+
+def race(app, method: str, url: str, bodies: list[dict]) -> list[int]:
+    """Send the requests from real threads released at the same instant; their statuses."""
+    barrier = threading.Barrier(len(bodies))
+
+    def send(body):
+        client = app.test_client()
+        barrier.wait()
+        return getattr(client, method)(url, json=body).status_code
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(send, bodies))
+
+
+def test_same_skill_name_created_once(app, client):
+    client.post("/api/projects", json={"name": "p1"})
+    # Case variants of one name: the unique key is the lower-cased name.
+    bodies = [skill_body("race" if i % 2 else "RACE") for i in range(RACERS)]
+    statuses = race(app, "post", "/api/projects/p1/skills", bodies)
+    assert sorted(statuses) == [201] + [409] * (RACERS - 1)
+    assert len(client.get("/api/projects/p1/skills").get_json()) == 1
+
+
+def test_same_project_name_created_once(app, client):
+    statuses = race(app, "post", "/api/projects", [{"name": "twin"}] * RACERS)
+    assert sorted(statuses) == [201] + [409] * (RACERS - 1)
+    assert [p["name"] for p in client.get("/api/projects").get_json()] == ["mindsdb", "twin"]
+
+
+def test_same_agent_name_created_once(app, client):
+    client.post("/api/projects", json={"name": "p1"})
+    client.post("/api/projects/p1/skills", json=skill_body("s1"))
+    bodies = [{"agent": {"name": "bond", "skills": ["s1"]}}] * RACERS
+    statuses = race(app, "post", "/api/projects/p1/agents", bodies)
+    assert sorted(statuses) == [201] + [409] * (RACERS - 1)
+    agents = client.get("/api/projects/p1/agents").get_json()
+    assert len(agents) == 1 and [s["name"] for s in agents[0]["skills"]] == ["s1"]
+
+
+def test_concurrent_param_merges_lose_no_keys_on_distinct_skills(app, client):
+    client.post("/api/projects", json={"name": "p1"})
+    for i in range(8):
+        client.post("/api/projects/p1/skills", json=skill_body(f"s{i}"))
+    barrier = threading.Barrier(8)
+
+    def put(i):
+        c = app.test_client()
+        barrier.wait()
+        return c.put(f"/api/projects/p1/skills/s{i}",
+                     json={"skill": {"params": {"k": i}}}).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(put, range(8))) == [200] * 8
+    for i in range(8):
+        assert client.get(f"/api/projects/p1/skills/s{i}").get_json()["params"] == {
+            "source": "kb", "k": i}

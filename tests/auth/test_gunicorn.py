@@ -1,0 +1,211 @@
+"""Quarry for real: gunicorn with gunicorn.conf.py, a migrated store, users from the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from app import create_app
+from app.config import load_settings
+from app.extensions import db
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PASSWORD = "gunicorn test password"
+SECRET_KEY = "gunicorn-test-secret-" + "k" * 32
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _flask(env: dict, *args: str) -> str:
+    result = subprocess.run([str(BIN / "flask"), "--app", "wsgi", *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _add_user_and_token(env: dict) -> str:
+    # The same CLI commands as an operator's, run in this process: a `flask` process per
+    # command would import the whole app again each time.
+    app = create_app(load_settings(env))
+    runner = app.test_cli_runner()
+    created = runner.invoke(args=["users", "create", "alice"], input=PASSWORD + "\n")
+    assert created.exit_code == 0, created.output
+    made = runner.invoke(args=["tokens", "create", "--user", "alice", "--label", "test"])
+    assert made.exit_code == 0, made.output
+    with app.app_context():
+        db.engine.dispose()
+    return made.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A gunicorn serving Quarry with sign-in on, behind one (pretend) proxy hop."""
+    tmp = tmp_path_factory.mktemp("gunicorn")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
+    env.update(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db", QUARRY_INSTANCE_PATH=str(tmp),
+               QUARRY_DEMO_SOURCE="false", QUARRY_AUTH_REQUIRED="true",
+               QUARRY_SECRET_KEY=SECRET_KEY, QUARRY_PROXY_HOPS="1", QUARRY_LOG_LEVEL="DEBUG",
+               QUARRY_BIND=f"127.0.0.1:{port}", QUARRY_WORKERS="2", QUARRY_THREADS="4",
+               QUARRY_SQL_TIMEOUT_S="4",
+               QUARRY_DATA_SOURCES=json.dumps({"slow": f"sqlite:///{tmp}/slow.db"}))
+    sqlite3.connect(tmp / "slow.db").close()
+    _flask(env, "db", "upgrade")
+    api_token = _add_user_and_token(env)
+    with open(tmp / "stdout.log", "w") as out, open(tmp / "stderr.log", "w") as err:
+        process = subprocess.Popen(
+            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"],
+            cwd=ROOT, env=env, stdout=out, stderr=err)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_serving(url, process, tmp)
+        yield {"url": url, "api_token": api_token, "process": process, "tmp": tmp,
+               "secrets": [PASSWORD, api_token, SECRET_KEY]}
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=90)
+
+
+def _wait_until_serving(url: str, process: subprocess.Popen, tmp: Path) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if requests.get(url + "/api/status", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass  # not listening yet, or the workers still loading the app
+        assert process.poll() is None, (tmp / "stderr.log").read_text()
+        assert time.monotonic() < deadline, "gunicorn did not start"
+        time.sleep(0.3)
+
+
+def _stop_and_read_logs(server) -> tuple[int, str, str]:
+    process = server["process"]
+    process.send_signal(signal.SIGTERM)  # graceful: workers finish what they run, then exit
+    code = process.wait(timeout=90)
+    return (code, (server["tmp"] / "stdout.log").read_text(),
+            (server["tmp"] / "stderr.log").read_text())
+
+
+def test_sign_in_with_a_cookie_jar(server):
+    url = server["url"]
+    jar = requests.Session()
+    assert jar.get(url + "/api/projects").status_code == 401
+    login = jar.post(url + "/api/login", json={"username": "alice", "password": PASSWORD},
+                     headers={"X-Request-ID": "gunicorn-login-1"})
+    assert login.status_code == 200
+    server["secrets"] += [login.json()["token"], jar.cookies["session"]]
+    cookie_header = login.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie_header and "SameSite=Lax" in cookie_header
+    assert "Secure" not in cookie_header  # plain HTTP at the proxy
+    assert jar.get(url + "/api/projects").status_code == 200
+    assert jar.get(url + "/api/status").json()["auth"] == {"required": True, "signed_in": True}
+    assert jar.post(url + "/api/logout").status_code == 200
+    assert jar.get(url + "/api/projects").status_code == 401
+
+
+def test_cookie_is_secure_when_the_proxy_reports_https(server):
+    login = requests.post(server["url"] + "/api/login",
+                          json={"username": "alice", "password": PASSWORD},
+                          headers={"X-Forwarded-Proto": "https", "X-Forwarded-For": "192.0.2.1"})
+    assert login.status_code == 200
+    server["secrets"].append(login.json()["token"])
+    assert "Secure" in login.headers["Set-Cookie"]
+    assert "HttpOnly" in login.headers["Set-Cookie"]
+
+
+def test_sign_in_with_tokens(server):
+    url, token = server["url"], server["api_token"]
+    assert requests.get(url + "/api/projects", headers={"X-Api-Key": token}).status_code == 200
+    bearer = {"Authorization": f"Bearer {token}"}
+    response = requests.get(url + "/api/projects", headers=bearer)
+    assert response.status_code == 200 and response.headers["X-Request-ID"]
+    wrong = requests.get(url + "/api/projects", headers={"X-Api-Key": token[:-2] + "zz"})
+    assert wrong.status_code == 401
+    assert wrong.headers["Content-Type"] == "application/problem+json"
+
+
+def test_mindsdb_sdk_signs_in_with_a_password_and_with_an_api_key(server):
+    from mindsdb_sdk.connectors.rest_api import RestAPI
+
+    # The SDK posts to /cloud/login first, gets 404, then signs in at /api/login.
+    by_password = RestAPI(server["url"], login="alice", password=PASSWORD)
+    assert by_password.session.headers["Authorization"].startswith("Bearer qs_")
+    server["secrets"].append(by_password.session.headers["Authorization"].split()[1])
+    assert "mindsdb" in list(by_password.projects()["name"])
+    by_key = RestAPI(server["url"], api_key=server["api_token"])
+    assert "mindsdb" in list(by_key.projects()["name"])
+
+
+SLOW_QUERY = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+              "SELECT count(*) FROM c")
+
+
+def test_two_slow_queries_do_not_freeze_the_api(server):
+    url, headers = server["url"], {"X-Api-Key": server["api_token"]}
+    answers = []
+
+    def slow_query():
+        answers.append(requests.post(url + "/api/sql/query", headers=headers, timeout=60,
+                                     json={"query": SLOW_QUERY, "context": {"db": "slow"}}))
+
+    threads = [threading.Thread(target=slow_query) for _ in range(2)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    for path in ("/api/status", "/api/projects"):
+        quick = time.monotonic()
+        assert requests.get(url + path, headers=headers, timeout=10).status_code == 200
+        assert time.monotonic() - quick < 2.0, path
+    for thread in threads:
+        thread.join()
+    assert time.monotonic() - started >= 3.5  # the queries really ran until the limit
+    for answer in answers:
+        body = answer.json()
+        assert body["type"] == "error" and "time limit" in body["error_message"], body
+
+
+def test_graceful_stop_lets_a_running_query_finish_then_logs_are_clean(server):
+    wrong = requests.post(server["url"] + "/api/login",
+                          json={"username": "alice", "password": "x" + PASSWORD},
+                          headers={"X-Request-ID": "gunicorn-wrong-1"})
+    assert wrong.status_code == 401
+    server["secrets"].append("x" + PASSWORD)
+    running = []
+    query = threading.Thread(target=lambda: running.append(requests.post(
+        server["url"] + "/api/sql/query", headers={"X-Api-Key": server["api_token"]},
+        json={"query": SLOW_QUERY, "context": {"db": "slow"}}, timeout=60)))
+    query.start()
+    time.sleep(1.0)
+    code, out, err = _stop_and_read_logs(server)  # SIGTERM while the query runs
+    query.join()
+    assert code == 0
+    assert running[0].status_code == 200 and "time limit" in running[0].json()["error_message"]
+    # Access log on stdout, with the request id; the app's own lines on stderr, with it too.
+    assert any("[gunicorn-login-1]" in line and "/api/login" in line
+               for line in out.splitlines())
+    assert any("[gunicorn-wrong-1]" in line and "sign-in failed" in line
+               for line in err.splitlines())
+    assert "Booting worker" in err
+    for secret in server["secrets"]:
+        assert secret not in out and secret not in err, secret

@@ -1,0 +1,167 @@
+"""The official Python client, mindsdb_sdk 3.4.10, unchanged, against a live Quarry (gunicorn)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import requests
+
+mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
+from mindsdb_sdk.skills import Skill  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SETOSA = {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}
+VIRGINICA = {"sepal_length": 7.7, "sepal_width": 3.0, "petal_length": 6.1, "petal_width": 2.3}
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    """Quarry under gunicorn on a free port, with a migrated temporary SQLite store."""
+    tmp = tmp_path_factory.mktemp("sdk")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
+    env.update(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db", QUARRY_INSTANCE_PATH=str(tmp),
+               QUARRY_BIND=f"127.0.0.1:{port}", QUARRY_WORKERS="1", QUARRY_THREADS="4")
+    migrate = subprocess.run([str(BIN / "flask"), "--app", "wsgi", "db", "upgrade"], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert migrate.returncode == 0, migrate.stderr
+    with open(tmp / "stdout.log", "w") as out, open(tmp / "stderr.log", "w") as err:
+        process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"],
+                                   cwd=ROOT, env=env, stdout=out, stderr=err)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if requests.get(base + "/api/status", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass  # not listening yet
+            assert process.poll() is None, (tmp / "stderr.log").read_text()
+            assert time.monotonic() < deadline, "gunicorn did not start"
+            time.sleep(0.3)
+        yield base
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=90)
+
+
+def test_projects_and_data_sources(url):
+    server = mindsdb_sdk.connect(url)
+    assert [p.name for p in server.projects.list()] == ["mindsdb"]
+    project = server.projects.create("sdk_p1")
+    assert project.name == "sdk_p1"
+    assert [p.name for p in server.list_projects()] == ["mindsdb", "sdk_p1"]
+    assert server.projects.get("sdk_p1").name == "sdk_p1"
+    with pytest.raises(AttributeError):
+        server.projects.get("nope")
+    assert [(d.name, d.engine) for d in server.list_databases()] == [("demo", "sqlite")]
+
+    frame = project.query("SELECT * FROM demo.iris LIMIT 3").fetch()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 3
+    assert list(frame.columns) == ["sepal_length", "sepal_width", "petal_length",
+                                   "petal_width", "species"]
+    assert list(frame.species) == ["setosa"] * 3
+    assert len(server.databases.get("demo").query("SELECT * FROM wine").fetch()) == 178
+
+    server.projects.drop("sdk_p1")
+    assert [p.name for p in server.projects.list()] == ["mindsdb"]
+    with pytest.raises(RuntimeError, match="nope"):
+        server.projects.drop("nope")
+
+
+def test_skills_and_agents(url):
+    project = mindsdb_sdk.connect(url).projects.create("sdk_p2")
+    skills = project.skills
+    created = skills.create("s1", "sql", {"database": "demo", "tables": ["iris"],
+                                          "description": "flowers"})
+    assert created.name == "s1"
+    skills.create("s2", "retrieval", {"source": "kb", "description": "docs"})
+    assert [(s.name, s.type) for s in skills.list()] == [("s1", "sql"), ("s2", "retrieval")]
+    s1 = skills.get("s1")
+    assert s1.params == {"database": "demo", "tables": ["iris"], "description": "flowers"}
+    updated = skills.update("s1", Skill("s1", "sql", {"database": "demo",
+                                                       "tables": ["iris", "wine"]}))
+    # params merge key by key (API.md): the description stays.
+    assert updated.params == {"database": "demo", "tables": ["iris", "wine"],
+                              "description": "flowers"}
+    assert skills.get("s1").params["tables"] == ["iris", "wine"]
+
+    agents = project.agents
+    agent = agents.create("a1", model="gpt-4o", provider="openai", skills=["s1"],
+                          params={"temperature": 0.2, "openai_api_key": "sk-never-shown"})
+    assert agent.name == "a1" and agent.model == "gpt-4o"
+    assert [s.name for s in agent.skills] == ["s1"]
+    assert agent.params == {"temperature": 0.2, "openai_api_key": "********"}
+    assert [a.name for a in agents.list()] == ["a1"]
+    fetched = agents.get("a1")
+    assert fetched.provider == "openai" and [s.name for s in fetched.skills] == ["s1"]
+    fetched.skills = ["s2"]
+    fetched.prompt_template = "Answer {{question}}"
+    fetched.params = {"temperature": 0.5}
+    changed = agents.update("a1", fetched)
+    assert [s.name for s in changed.skills] == ["s2"]
+    assert changed.prompt_template == "Answer {{question}}"
+    # The masked secret sent back by the client kept its stored value.
+    assert changed.params == {"temperature": 0.5, "openai_api_key": "********"}
+
+    agents.drop("a1")
+    assert agents.list() == []
+    skills.drop("s1")
+    assert [s.name for s in skills.list()] == ["s2"]
+    with pytest.raises(requests.HTTPError):
+        skills.get("s1")
+
+
+def test_models(url):
+    project = mindsdb_sdk.connect(url).projects.create("sdk_p3")
+    created = project.models.create("iris_m", predict="species", query="SELECT * FROM iris",
+                                    database="demo", options={"join_learn_process": True})
+    assert created.name == "iris_m" and created.data["status"] == "complete"
+
+    model = project.models.get("iris_m")
+    assert model.name == "iris_m" and model.data["status"] == "complete"
+    assert model.data["predict"] == "species" and model.data["accuracy"] >= 0.9
+    assert model.get_status() == "complete"
+    assert [m.name for m in project.models.list()] == ["iris_m"]
+    with pytest.raises(AttributeError):
+        project.models.get("nope")
+
+    info = model.describe()
+    assert info.loc[0, "NAME"] == "iris_m" and list(info.loc[0, "TABLES"]) == [
+        "info", "features", "model"]
+    features = model.describe("features")
+    assert list(features.column) == ["sepal_length", "sepal_width", "petal_length",
+                                     "petal_width", "species"]
+    assert list(features.role) == ["feature"] * 4 + ["target"]
+    assert model.describe("info").loc[0, "outputs"] == ["species"]
+
+    predicted = model.predict(pd.DataFrame([SETOSA, VIRGINICA]))
+    assert list(predicted.species) == ["setosa", "virginica"]
+    assert (predicted.species_confidence > 0.5).all()
+    # A deferred query: the client sends a JOIN with the model over a native query.
+    joined = model.predict(project.server.databases.get("demo").query(
+        "SELECT * FROM iris WHERE petal_length > 6"))
+    assert len(joined) > 0 and set(joined.species) == {"virginica"}
+
+    project.models.drop("iris_m")
+    assert project.models.list() == []
+    with pytest.raises(RuntimeError, match="iris_m"):
+        project.models.drop("iris_m")

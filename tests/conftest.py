@@ -1,0 +1,171 @@
+"""Fixtures: a fresh app and metadata store per test, on SQLite and on the real PostgreSQL.
+
+The store is built by the migrations themselves (not ``create_all``), so every test also
+exercises them. SQLite: one migrated template file per session, copied per test.
+PostgreSQL: one database per test session, migrated once, emptied before every test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable, Iterator
+
+import pytest
+from flask import Flask
+from flask_migrate import upgrade
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import make_url
+
+from app import create_app
+from app.extensions import db
+
+# The server the PostgreSQL runs use; each test session makes (and drops) its own database.
+PG_ADMIN_URL = os.environ.get("QUARRY_TEST_PG_URL",
+                              "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+MARIADB_URL = os.environ.get("QUARRY_TEST_MARIADB_URL",
+                             "mysql+pymysql://root@127.0.0.1:3306/test")
+STORES = ["sqlite", "postgresql"]
+
+
+def _migrate(url: str, instance: str) -> None:
+    app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": instance, "DEMO_SOURCE": False,
+                      "TESTING": True})
+    with app.app_context():
+        upgrade()
+        db.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def session_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("session"))
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(session_dir) -> str:
+    path = os.path.join(session_dir, "template.db")
+    _migrate(f"sqlite:///{path}", session_dir)
+    return path
+
+
+@contextlib.contextmanager
+def pg_database(prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database for this test session; dropped afterwards."""
+    name = f"{prefix}_{os.getpid()}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_store(session_dir) -> Iterator[str]:
+    with pg_database("quarry_store") as url:
+        _migrate(url, session_dir)
+        yield url
+
+
+def _empty_pg_store(url: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        tables = [t.name for t in db.metadata.sorted_tables]
+        conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+        conn.execute(text("INSERT INTO projects (name, name_key, created_at) "
+                          "VALUES ('mindsdb', 'mindsdb', now())"))
+    engine.dispose()
+
+
+@pytest.fixture(params=STORES)
+def store_url(request, tmp_path) -> str:
+    """The URL of a fresh, migrated metadata store: SQLite, then PostgreSQL."""
+    if request.param == "sqlite":
+        path = tmp_path / "store.db"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    url = request.getfixturevalue("pg_store")
+    _empty_pg_store(url)
+    return url
+
+
+@pytest.fixture
+def make_app(store_url, session_dir) -> Iterator[Callable[..., Flask]]:
+    """Build apps on this test's store, with extra settings: ``make_app(SQL_TIMEOUT_S=1)``."""
+    apps: list[Flask] = []
+
+    def build(**config) -> Flask:
+        settings = {"DATABASE_URL": store_url, "INSTANCE_PATH": session_dir, "TESTING": True}
+        settings.update(config)
+        app = create_app(settings)
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        _dispose(app)
+
+
+def _dispose(app: Flask) -> None:
+    # Close every pool the app opened, so PostgreSQL's connection slots are not used up.
+    # Extensions first: the trainer's threads still use the store until they are stopped.
+    for key, extension in app.extensions.items():
+        if not key.startswith("quarry."):
+            continue
+        closer = getattr(extension, "dispose", None) or getattr(extension, "shutdown", None)
+        if callable(closer) and not isinstance(extension, type):
+            with contextlib.suppress(Exception):
+                closer()
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def app(make_app) -> Flask:
+    return make_app()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    return app.test_cli_runner()
+
+
+class StatementCounter:
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.statements)
+
+
+@pytest.fixture
+def count_statements(app) -> Callable[[], contextlib.AbstractContextManager[StatementCounter]]:
+    """``with count_statements() as counted:`` records the SQL the metadata store runs."""
+
+    @contextlib.contextmanager
+    def counting() -> Iterator[StatementCounter]:
+        counter = StatementCounter()
+        with app.app_context():
+            engine = db.engine
+
+        def record(conn, cursor, statement, parameters, context, executemany):
+            counter.statements.append(statement)
+
+        event.listen(engine, "before_cursor_execute", record)
+        try:
+            yield counter
+        finally:
+            event.remove(engine, "before_cursor_execute", record)
+
+    return counting

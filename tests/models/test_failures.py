@@ -1,0 +1,141 @@
+"""Every way CREATE MODEL, describe and predict can fail: a clear 4xx or status error."""
+
+import pytest
+
+from tests.helpers import assert_problem
+from tests.models.conftest import create, wait_for
+
+# Slow on SQLite (tens of millions of recursive steps) yet a plain read-only SELECT.
+SLOW_SELECT = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+               "WHERE x < 300000000) SELECT sum(x % 7) AS a, 1 AS b FROM c")
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"query": "SELECT 1"}, ["not a create model statement"]),
+    ({"query": "CREAT x"}, ["invalid"]),
+    ({}, ["query"]),
+    ({"query": 5}, ["query"]),
+    ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
+               "USING engine = 'nope_engine'"}, ["nope_engine", "sklearn"]),
+    ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
+               "USING foo = 1, bar = 2"}, ["foo", "bar", "join_learn_process"]),
+    ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
+               "USING problem = 'clustering'"}, ["problem", "classification"]),
+    ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
+               "USING validation_fraction = 2"}, ["validation_fraction"]),
+    ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
+               "USING max_rows = -3"}, ["max_rows"]),
+    ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
+               "USING join_learn_process = 'maybe'"}, ["join_learn_process"]),
+    ({"query": "CREATE MODEL p1.m PREDICT species"}, ["from"]),
+    ({"query": "CREATE MODEL p1.m FROM nowhere (SELECT 1) PREDICT a"}, ["nowhere", "demo"]),
+    ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species, "
+               "sepal_width"}, ["one column"]),
+    ({"query": "CREATE MODEL p1.1m FROM demo (SELECT * FROM iris) PREDICT species"}, []),
+])
+def test_bad_create_model_requests_are_400(p1, body, words):
+    response = p1.post("/api/projects/p1/models", json=body)
+    assert_problem(response, 400, *words)
+    assert p1.get("/api/projects/p1/models").get_json() == []
+
+
+def test_unknown_project_is_404(client):
+    response = create(client, "CREATE MODEL nope.m FROM demo (SELECT * FROM iris) "
+                              "PREDICT species", project="nope")
+    assert_problem(response, 404, "nope")
+
+
+def test_name_taken_is_409_case_insensitively(p1):
+    first = create(p1, "CREATE MODEL p1.m1 FROM demo (SELECT * FROM iris WHERE 1 = 0) "
+                       "PREDICT species")
+    assert first.status_code == 201
+    again = create(p1, "CREATE MODEL p1.M1 FROM demo (SELECT * FROM iris) PREDICT species")
+    assert_problem(again, 409, "m1")
+    assert len(p1.get("/api/projects/p1/models").get_json()) == 1
+
+
+@pytest.mark.parametrize("select, predict, words", [
+    ("SELECT * FROM iris", "no_such_col", ["no_such_col", "sepal_length"]),
+    ("SELECT * FROM iris WHERE 1 = 0", "species", ["no rows"]),
+    ("SELECT sepal_length, 'x' AS kind FROM iris", "kind", ["constant", "kind"]),
+    ("DELETE FROM iris", "species", ["select", "delete"]),
+    ("SELECT * FROM no_such_table", "species", ["no_such_table"]),
+    ("SELECT species FROM iris", "species", ["no usable input"]),
+])
+def test_training_failures_end_in_error_with_the_reason(p1, select, predict, words):
+    # Joined: the POST answers 400 with the reason, and the record stays, in status error.
+    joined = create(p1, f"CREATE MODEL p1.joined FROM demo ({select}) PREDICT {predict} "
+                        "USING join_learn_process = true")
+    assert_problem(joined, 400, *words)
+    record = p1.get("/api/projects/p1/models/joined").get_json()
+    assert record["status"] == "error" and record["accuracy"] is None
+    for word in words:
+        assert word.lower() in record["error"].lower()
+
+    # In the background: 201 at once, then error with the same reason.
+    response = create(p1, f"CREATE MODEL p1.background FROM demo ({select}) PREDICT {predict}")
+    assert response.status_code == 201
+    assert response.get_json()["status"] in ("generating", "training")
+    record = wait_for(p1, "background")
+    assert record["status"] == "error"
+    assert all(word.lower() in record["error"].lower() for word in words)
+
+    # Neither can be described or used.
+    for name in ("joined", "background"):
+        body = assert_problem(p1.get(f"/api/projects/p1/models/{name}/describe"), 409, "error")
+        assert body["model_status"] == "error" and body["model_error"] == record["error"]
+        assert_problem(p1.post(f"/api/projects/p1/models/{name}/predict",
+                               json={"data": [{"sepal_length": 1}]}), 409, "error")
+
+
+def test_row_sample_too_small_to_train(p1):
+    response = create(p1, "CREATE MODEL p1.tiny FROM demo (SELECT * FROM iris) PREDICT species "
+                          "USING max_rows = 5, join_learn_process = true")
+    assert_problem(response, 400, "too few rows", "5")
+
+
+def test_training_row_cap(make_app):
+    client = make_app(TRAINING_MAX_ROWS=100).test_client()
+    client.post("/api/projects", json={"name": "p1"})
+    response = create(client, "CREATE MODEL p1.big FROM demo (SELECT * FROM iris) "
+                              "PREDICT species USING join_learn_process = true")
+    assert_problem(response, 400, "more than 100 rows")
+
+
+def test_source_time_limit(make_app):
+    client = make_app(SQL_TIMEOUT_S=0.5).test_client()
+    client.post("/api/projects", json={"name": "p1"})
+    response = create(client, f"CREATE MODEL p1.slow FROM demo ({SLOW_SELECT}) PREDICT a "
+                              "USING join_learn_process = true")
+    body = assert_problem(response, 400, "time limit")
+    assert "slow" in body["detail"]
+    assert client.get("/api/projects/p1/models/slow").get_json()["status"] == "error"
+
+
+def test_source_down(make_app):
+    client = make_app(DATA_SOURCES={
+        "down": "postgresql://postgres@127.0.0.1:9/nothing"}).test_client()
+    client.post("/api/projects", json={"name": "p1"})
+    response = create(client, "CREATE MODEL p1.m FROM down (SELECT a, b FROM t) PREDICT b "
+                              "USING join_learn_process = true")
+    assert_problem(response, 400, "down")
+    record = client.get("/api/projects/p1/models/m").get_json()
+    assert record["status"] == "error" and "reading the training data failed" in \
+        record["error"].lower()
+
+
+def test_describe_and_predict_wait_for_training(make_app):
+    # A training that cannot finish during the test: describe and predict answer 409.
+    client = make_app(SQL_TIMEOUT_S=3).test_client()
+    client.post("/api/projects", json={"name": "p1"})
+    response = create(client, f"CREATE MODEL p1.slow FROM demo ({SLOW_SELECT}) PREDICT a")
+    assert response.status_code == 201
+    record = wait_for(client, "slow", statuses=("training",))
+    assert record["status"] == "training"
+    body = assert_problem(client.get("/api/projects/p1/models/slow/describe"), 409, "training")
+    assert body["model_status"] == "training"
+    assert_problem(client.post("/api/projects/p1/models/slow/predict",
+                               json={"data": [{"b": 1}]}), 409, "training")
+    # Deleting it mid-training works; the trainer's late result is dropped.
+    assert client.delete("/api/projects/p1/models/slow").status_code == 204
+    assert_problem(client.get("/api/projects/p1/models/slow"), 404, "slow")

@@ -1,0 +1,200 @@
+"""Training on the demo data, describe in each shape, and predictions on known rows."""
+
+import json
+
+from tests.helpers import assert_problem
+from tests.models.conftest import DIABETES_SQL, IRIS_SQL, create
+
+# Rows of the iris data set with their true species.
+SETOSA = {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}
+VIRGINICA = {"sepal_length": 7.7, "sepal_width": 3.0, "petal_length": 6.1, "petal_width": 2.3}
+VERSICOLOR = {"sepal_length": 6.4, "sepal_width": 3.2, "petal_length": 4.5, "petal_width": 1.5}
+
+
+def test_iris_end_to_end(p1):
+    """One training, then every read of it: record, describe, predict (training is slow)."""
+    response = create(p1, IRIS_SQL.format(name="iris_model"))
+    assert response.status_code == 201, response.get_json()
+    iris = response.get_json()
+    _check_record_and_info(p1, iris)
+    _check_features_and_model(p1, iris)
+    _check_attribute_rules(p1)
+    _check_known_rows(p1)
+    _check_wrong_types(p1)
+    _check_lookup_and_delete(p1, iris)
+
+
+def _check_lookup_and_delete(p1, iris):
+    listed = p1.get("/api/projects/p1/models").get_json()
+    assert [m["name"] for m in listed] == ["iris_model"]
+    for ref in ("iris_model", "IRIS_MODEL", "iris_model.1", "Iris_Model.1"):
+        response = p1.get(f"/api/projects/p1/models/{ref}")
+        assert response.status_code == 200 and response.get_json()["id"] == iris["id"], ref
+    assert_problem(p1.get("/api/projects/p1/models/iris_model.2"), 404, "iris_model.2")
+    assert_problem(p1.get("/api/projects/p1/models/nope"), 404, "nope")
+    assert_problem(p1.get("/api/projects/nope/models"), 404, "nope")
+
+    assert p1.delete("/api/projects/p1/models/IRIS_model").status_code == 204
+    assert_problem(p1.delete("/api/projects/p1/models/iris_model"), 404, "iris_model")
+    assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
+                           json={"data": [SETOSA]}), 404, "iris_model")
+    assert p1.get("/api/projects/p1/models").get_json() == []
+    # The name is free again (a model that fails at once: no second training here).
+    again = create(p1, "CREATE MODEL p1.iris_model FROM demo (SELECT * FROM iris WHERE 1 = 0) "
+                       "PREDICT species")
+    assert again.status_code == 201 and again.get_json()["id"] != iris["id"]
+
+
+def _check_record_and_info(p1, iris):
+    assert iris["status"] == "complete"
+    assert iris["name"] == "iris_model" and iris["version"] == 1 and iris["active"] is True
+    assert iris["predict"] == "species" and iris["engine"] == "sklearn"
+    assert iris["fetch_data_query"] == "SELECT * FROM iris"
+    assert iris["accuracy"] >= 0.9 and iris["training_time"] > 0
+    assert iris["training_options"]["target"] == "species"
+
+    info = p1.get("/api/projects/p1/models/iris_model/describe").get_json()
+    assert isinstance(info, list) and len(info) == 1
+    info = info[0]
+    assert info["accuracies"]["balanced_accuracy_score"] == iris["accuracy"]
+    assert info["inputs"] == ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+    assert info["outputs"] == ["species"]
+    importances = info["column_importances"]
+    assert set(importances) == set(info["inputs"])
+    assert all(0.0 <= v <= 1.0 for v in importances.values()) and max(importances.values()) == 1
+    # The petals separate the species; the sepals barely do.
+    top_two = sorted(importances, key=importances.get, reverse=True)[:2]
+    assert set(top_two) == {"petal_length", "petal_width"}
+    steps = info["model"].split(" --> ")
+    assert steps[0].startswith("ColumnTransformer[") and "StandardScaler" in steps[0]
+    assert steps[-1] in {"LogisticRegression", "RandomForestClassifier",
+                         "HistGradientBoostingClassifier"}
+
+
+def _check_features_and_model(p1, iris):
+    features = p1.get("/api/projects/p1/models/iris_model/describe",
+                      json={"attribute": "features"}).get_json()
+    assert [f["column"] for f in features] == ["sepal_length", "sepal_width", "petal_length",
+                                               "petal_width", "species"]
+    assert all(set(f) >= {"column", "type", "encoder", "role"} for f in features)
+    assert [f["role"] for f in features] == ["feature"] * 4 + ["target"]
+    assert features[0]["type"] == "float" and "StandardScaler" in features[0]["encoder"]
+    assert features[-1]["type"] == "categorical"
+
+    candidates = p1.get("/api/projects/p1/models/iris_model/describe?attribute=model").get_json()
+    assert len(candidates) >= 3
+    assert all(set(c) >= {"name", "performance", "training_time", "selected",
+                          "accuracy_functions"} for c in candidates)
+    selected = [c for c in candidates if c["selected"] == 1]
+    assert len(selected) == 1 and sum(c["selected"] for c in candidates) == 1
+    # The selected candidate is the best on the held-out rows, and its score is the accuracy.
+    assert selected[0]["performance"] == max(c["performance"] for c in candidates)
+    assert selected[0]["performance"] == iris["accuracy"]
+    assert selected[0]["name"] == \
+        p1.get("/api/projects/p1/models/iris_model/describe").get_json()[0]["model"] \
+        .split(" --> ")[-1]
+    assert candidates[0]["accuracy_functions"] == ["balanced_accuracy_score"]
+
+
+def _check_attribute_rules(p1):
+    info = p1.get("/api/projects/p1/models/iris_model/describe?attribute=info").get_json()
+    assert info == p1.get("/api/projects/p1/models/iris_model/describe").get_json()
+    # The JSON body wins over the query string (it is the published form).
+    body = p1.get("/api/projects/p1/models/iris_model/describe?attribute=info",
+                  json={"attribute": "features"}).get_json()
+    assert body[0]["column"] == "sepal_length"
+    bad = p1.get("/api/projects/p1/models/iris_model/describe", json={"attribute": "jsonai"})
+    assert_problem(bad, 400, "jsonai", "info", "features", "model")
+    assert_problem(p1.get("/api/projects/p1/models/iris_model/describe?attribute=bogus"),
+                   400, "bogus")
+    assert_problem(p1.get("/api/projects/p1/models/nope/describe"), 404, "nope")
+    assert_problem(p1.get("/api/projects/nope/models/iris_model/describe"), 404, "nope")
+
+
+def _check_known_rows(p1):
+    rows = [SETOSA, VERSICOLOR, VIRGINICA]
+    response = p1.post("/api/projects/p1/models/iris_model/predict", json={"data": rows})
+    assert response.status_code == 200, response.get_json()
+    answers = response.get_json()
+    assert [a["species"] for a in answers] == ["setosa", "versicolor", "virginica"]
+    for row, answer in zip(rows, answers, strict=True):
+        assert {k: answer[k] for k in row} == row  # the input columns come back
+        assert 0.5 < answer["species_confidence"] <= 1.0
+        explain = json.loads(answer["species_explain"])
+        assert explain["predicted_value"] == answer["species"]
+        assert explain["confidence"] == answer["species_confidence"]
+
+    # One row as an object; a missing column is imputed; an unknown one is ignored.
+    one = p1.post("/api/projects/p1/models/iris_model/predict",
+                  json={"data": {"petal_length": 1.3, "petal_width": 0.2, "colour": "blue"}})
+    assert one.status_code == 200
+    assert one.get_json()[0]["colour"] == "blue"
+    assert one.get_json()[0]["species"] == "setosa"
+
+
+def _check_wrong_types(p1):
+    response = p1.post("/api/projects/p1/models/iris_model/predict",
+                       json={"data": [SETOSA, {**SETOSA, "petal_width": "wide"}]})
+    body = assert_problem(response, 400, "petal_width")
+    assert "petal_width" in body["errors"]
+    for bad in ({"petal_width": [1]}, {"petal_width": {"a": 1}}, {"petal_width": "2,5"}):
+        assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
+                               json={"data": [bad]}), 400, "petal_width")
+    assert_problem(p1.post("/api/projects/p1/models/iris_model/predict", json={"data": 3}),
+                   400, "data")
+    assert_problem(p1.post("/api/projects/p1/models/iris_model/predict", json={}), 400, "data")
+    assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
+                           json={"data": [1, 2]}), 400, "data")
+    # Numbers sent as text are read as numbers.
+    ok = p1.post("/api/projects/p1/models/iris_model/predict",
+                 json={"data": [{k: str(v) for k, v in VIRGINICA.items()}]})
+    assert ok.status_code == 200 and ok.get_json()[0]["species"] == "virginica"
+
+
+def test_diabetes_regression(p1):
+    # lightwood (MindsDB's default engine) is an alias: MindsDB statements run unchanged.
+    response = create(p1, DIABETES_SQL.format(name="diabetes_model")
+                      + ", engine = 'lightwood', problem = 'regression', "
+                        "validation_fraction = 0.2")
+    assert response.status_code == 201, response.get_json()
+    record = response.get_json()
+    assert record["status"] == "complete" and record["accuracy"] >= 0.3
+    assert record["engine"] == "lightwood"
+    assert record["training_options"]["using"]["problem"] == "regression"
+    info = p1.get("/api/projects/p1/models/diabetes_model/describe").get_json()[0]
+    assert info["accuracies"] == {"r2_score": record["accuracy"]}
+    importances = info["column_importances"]
+    assert len(importances) == 10
+    top_two = sorted(importances, key=importances.get, reverse=True)[:2]
+    assert {"bmi", "s5"} & set(top_two), importances
+    candidates = p1.get("/api/projects/p1/models/diabetes_model/describe",
+                        json={"attribute": "model"}).get_json()
+    assert {c["accuracy_functions"][0] for c in candidates} == {"r2_score"}
+
+    # A high-risk and a low-risk patient of the data set (progression 310 and 25).
+    rows = [{"age": 49, "sex": 2, "bmi": 37.1, "bp": 115, "s1": 203, "s2": 136.2, "s3": 37,
+             "s4": 5.4, "s5": 5.2, "s6": 97},
+            {"age": 30, "sex": 1, "bmi": 19.9, "bp": 78, "s1": 180, "s2": 110.4, "s3": 55,
+             "s4": 3.3, "s5": 4.1, "s6": 84}]
+    answers = p1.post("/api/projects/p1/models/diabetes_model/predict",
+                      json={"data": rows}).get_json()
+    high, low = (a["progression"] for a in answers)
+    assert high > 200 > 120 > low
+    for answer in answers:
+        explain = json.loads(answer["progression_explain"])
+        assert explain["confidence_lower_bound"] < answer["progression"] \
+            < explain["confidence_upper_bound"]
+        assert answer["progression_min"] == explain["confidence_lower_bound"]
+        assert answer["progression_confidence"] == explain["confidence"] == 0.9
+
+
+def test_model_in_default_project_and_project_mismatch(client):
+    # A bare model name lands in the project of the route.
+    response = create(client, "CREATE MODEL m1 FROM demo (SELECT * FROM iris WHERE 1 = 0) "
+                              "PREDICT species", project="mindsdb")
+    assert response.status_code == 201
+    assert client.get("/api/projects/mindsdb/models/m1").get_json()["id"] == \
+        response.get_json()["id"]
+    assert client.post("/api/projects", json={"name": "p2"}).status_code == 201
+    assert_problem(create(client, "CREATE MODEL mindsdb.m2 FROM demo (SELECT * FROM iris) "
+                                  "PREDICT species", project="p2"), 400, "mindsdb", "p2")
