@@ -15,6 +15,9 @@ bind = [os.environ.get("QUARRY_BIND", "127.0.0.1:47334")]
 # two slow queries must not freeze the API. Processes use the cores (pandas and scikit-learn
 # hold the GIL); each one loads the ML stack, so they are not multiplied further.
 worker_class = "gthread"
+# The app is imported once, in the master, and the workers share those pages (copy-on-write)
+# instead of each importing Flask, SQLAlchemy and the SQL parsers again.
+preload_app = True
 workers = int(os.environ.get("QUARRY_WORKERS", _cpus + 1))
 threads = int(os.environ.get("QUARRY_THREADS", 8))
 
@@ -39,3 +42,10 @@ loglevel = os.environ.get("QUARRY_LOG_LEVEL", "info").lower()
 # %(h)s is the proxy's address; the client's, as the proxy reports it, follows in quotes.
 access_log_format = ('%(h)s "%({x-forwarded-for}i)s" [%({x-request-id}o)s] '
                      '"%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms "%(a)s"')
+
+
+def post_fork(server, worker):
+    # Connections the master opened while building the app belong to the master.
+    from app import after_fork
+
+    after_fork(server.app.wsgi())

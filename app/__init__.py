@@ -109,3 +109,14 @@ def _register_cli(app: Flask) -> None:
     from .cli import register_cli
 
     register_cli(app)
+
+
+def after_fork(app: Flask) -> None:
+    """In a gunicorn worker forked from a master that built ``app`` (``preload_app``).
+
+    Pooled connections opened in the master (start-up checks) would be shared by every
+    worker's socket reads; each worker drops them, without closing the master's, and opens
+    its own.
+    """
+    with app.app_context():
+        db.engine.dispose(close=False)

@@ -162,16 +162,23 @@ def wrk(port: int, sql: str, duration: int) -> tuple[float, str]:
     return rps, errors.group(0) if errors else "no errors"
 
 
-def gunicorn_rss_mib(master_pid: int) -> tuple[float, int]:
+def gunicorn_memory_mib(master_pid: int) -> tuple[float, float, int]:
+    """Summed RSS and PSS of the master and its workers, in MiB, and the process count.
+
+    RSS counts the pages the workers share with the master (preload_app) once per process;
+    PSS divides each shared page among its sharers, so it sums to what the group really uses.
+    """
     pids = [master_pid]
     for task in os.listdir(f"/proc/{master_pid}/task"):
         with open(f"/proc/{master_pid}/task/{task}/children") as handle:
             pids += [int(p) for p in handle.read().split()]
-    total = 0
+    rss = pss = 0
     for pid in pids:
-        with open(f"/proc/{pid}/status") as handle:
-            total += int(re.search(r"VmRSS:\s+(\d+) kB", handle.read()).group(1))
-    return total / 1024, len(pids)
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            text = handle.read()
+        rss += int(re.search(r"^Rss:\s+(\d+) kB", text, re.M).group(1))
+        pss += int(re.search(r"^Pss:\s+(\d+) kB", text, re.M).group(1))
+    return rss / 1024, pss / 1024, len(pids)
 
 
 def main() -> None:
@@ -232,9 +239,9 @@ def main() -> None:
             rps, errors = wrk(port, sql, args.duration)
             print(f"{label:<18}{statistics.median(quarry) * 1000:>10.2f}ms"
                   f"{percentile(quarry, .99) * 1000:>8.2f}ms{rps:>20.0f}  {errors}")
-        rss, count = gunicorn_rss_mib(server.pid)
-        print(f"gunicorn resident memory after the run: {rss:.0f} MiB in {count} processes "
-              f"(master + 2 workers)")
+        rss, pss, count = gunicorn_memory_mib(server.pid)
+        print(f"gunicorn memory after the run, {count} processes (master + 2 workers): "
+              f"PSS {pss:.0f} MiB, RSS summed {rss:.0f} MiB")
     finally:
         if server is not None:
             server.terminate()

@@ -1,8 +1,36 @@
-"""Training, describing and predicting with scikit-learn; no Flask in here."""
+"""Training, describing and predicting with scikit-learn; no Flask in here.
 
-from .errors import PredictionError, TrainingError
-from .predict import LoadedModel, load_model, predict
-from .train import METRICS, PROBLEMS, TrainResult, train
+scikit-learn, pandas and numpy are imported on first use, not with the package: a gunicorn
+worker that only serves SQL and CRUD never loads them (about 150 MiB per process).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import METRICS, PROBLEMS, PredictionError, TrainingError
+
+if TYPE_CHECKING:
+    from .prediction import LoadedModel
+    from .training import TrainResult
 
 __all__ = ["METRICS", "PROBLEMS", "LoadedModel", "PredictionError", "TrainResult",
            "TrainingError", "load_model", "predict", "train"]
+
+
+def train(*args: Any, **kwargs: Any) -> TrainResult:
+    from .training import train as _train
+
+    return _train(*args, **kwargs)
+
+
+def load_model(*args: Any, **kwargs: Any) -> LoadedModel:
+    from .prediction import load_model as _load_model
+
+    return _load_model(*args, **kwargs)
+
+
+def predict(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    from .prediction import predict as _predict
+
+    return _predict(*args, **kwargs)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Here, not in train.py, so that checking a USING clause does not import scikit-learn.
+PROBLEMS = ("classification", "regression")
+METRICS = {"classification": "balanced_accuracy_score", "regression": "r2_score"}
+
 
 class TrainingError(Exception):
     """The data cannot train a model (empty, target missing or constant, too few rows…)."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from flask import current_app
 from mindsdb_sql_parser import parse_sql
 from mindsdb_sql_parser.ast.mindsdb import CreatePredictor
@@ -29,6 +28,9 @@ from .common import commit
 from .names import name_key, validate_name
 from .projects import get_project
 from .trainer import trainer_alive
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +227,8 @@ def _read_frame(source: str, query: str, sample_rows: int | None) -> pd.DataFram
     that, more rows than TRAINING_MAX_ROWS is an error (the data path refuses), not a silent
     cut: the caller should narrow the query down.
     """
+    import pandas as pd  # on first training only: see app/ml/__init__.py
+
     cap = current_app.config["TRAINING_MAX_ROWS"]
     if sample_rows:
         query = f"SELECT * FROM ({query.strip().rstrip(';')}) AS training_rows " \

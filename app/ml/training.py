@@ -33,10 +33,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from .columns import NUMERIC, ColumnInfo, DatetimeParts, infer_column, normalise
-from .errors import TrainingError
+from .errors import METRICS, PROBLEMS, TrainingError
 from .threads import one_openmp_thread
 
-PROBLEMS = ("classification", "regression")
 ARTIFACT_FORMAT = 1
 MIN_ROWS = 10
 # An integer target with at most this many distinct values is read as classes.
@@ -47,7 +46,6 @@ FOREST_MAX_SAMPLES = 20_000
 IMPORTANCE_MAX_ROWS = 2_000
 # One-hot columns per categorical input; rarer categories share one "infrequent" column.
 MAX_CATEGORIES = 30
-METRICS = {"classification": "balanced_accuracy_score", "regression": "r2_score"}
 _SCORERS = {"classification": "balanced_accuracy", "regression": "r2"}
 _ENCODERS = {
     "integer": "SimpleImputer(median) + StandardScaler",

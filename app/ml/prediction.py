@@ -15,7 +15,7 @@ import pandas as pd
 from .columns import NUMERIC, ColumnInfo, coerce_value
 from .errors import PredictionError
 from .threads import one_openmp_thread
-from .train import ARTIFACT_FORMAT
+from .training import ARTIFACT_FORMAT
 
 # The nominal coverage of the regression interval (5th to 95th percentile of residuals).
 INTERVAL_LEVEL = 0.9
