@@ -15,6 +15,7 @@ from .config import load_settings
 from .errors import register_error_handlers
 from .extensions import api as openapi  # not `api`: the app.api package would shadow it
 from .extensions import db, migrate
+from .jsonio import JSONProvider
 from .ops import init_ops
 from .security import init_auth
 from .services.trainer import init_trainer
@@ -49,10 +50,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/api",
         OPENAPI_JSON_PATH="openapi.json",
-        JSON_SORT_KEYS=False,
     )
-    app.json.sort_keys = False
-    app.json.ensure_ascii = False
+    app.json = JSONProvider(app)
 
     db.init_app(app)
     init_sources(app)  # data sources (and the demo file) for the SQL endpoint

@@ -1,10 +1,9 @@
 """SQL: POST /api/sql/query."""
 
-from flask_smorest import Blueprint
-
 from ..schemas.sql import SqlQueryIn, SqlResultOut
 from ..sql.dispatch import execute_sql
 from ..sql.encode import sql_response
+from .base import Blueprint
 
 blp = Blueprint("sql", __name__, url_prefix="/api/sql", description="Run SQL statements")
 

@@ -21,11 +21,12 @@ from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
+from ..sql.gate import gate
 from ..sql.sources import current_sources
 from ..store import MLModel
 from ..store.types import utcnow
 from .common import commit
-from .names import name_key, validate_name
+from .names import is_id, name_key, validate_name
 from .projects import get_project
 from .trainer import trainer_alive
 
@@ -110,17 +111,34 @@ def _statement_project(statement: CreatePredictor, project: str) -> str:
 
 
 def _source_name(statement: CreatePredictor) -> str:
-    if statement.integration_name is None or not statement.query_str:
+    if not statement.query_str:
         raise BadRequest("CREATE MODEL needs the training data: "
                          "CREATE MODEL p.m FROM <data source> (SELECT …) PREDICT <column>",
                          title="Training data missing")
-    source = statement.integration_name.parts[-1]
     registry = current_sources()
+    if statement.integration_name is None:
+        # FROM (SELECT … FROM demo.iris), as mindsdb_sdk writes models.create(query="…"):
+        # the data source is the one the query's qualified tables name.
+        return _qualified_source(statement.query_str, registry)
+    source = statement.integration_name.parts[-1]
     if registry.get(source) is None:
         raise BadRequest(f"Data source '{source}' does not exist; configured data sources: "
                          + (", ".join(registry.names()) or "none"),
                          title="Unknown data source")
     return registry.get(source).name
+
+
+def _qualified_source(query: str, registry: Any) -> str:
+    try:
+        found = gate(query, registry, None).source
+    except SqlError as exc:
+        raise BadRequest(f"The training query cannot be run: {exc.message}",
+                         title="Invalid training query") from exc
+    if found is None:
+        raise BadRequest("The training query names no data source: write "
+                         "CREATE MODEL p.m FROM <data source> (SELECT …) or qualify its "
+                         "tables (SELECT … FROM demo.iris)", title="Training data missing")
+    return found.name
 
 
 def _training_options(statement: CreatePredictor) -> dict[str, Any]:
@@ -300,7 +318,9 @@ def get_model(project: str, ref: str) -> MLModel:
 
 def split_ref(ref: str) -> tuple[str, int | None]:
     name, dot, version = ref.rpartition(".")
-    if dot and version.isdigit() and name:
+    # ASCII digits only (int() refuses "²", which isdigit() accepts), and at most 18 of them:
+    # no version is that large, and SQLite cannot bind a larger integer.
+    if dot and name and is_id(version) and len(version) <= 18:
         return name, int(version)
     return ref, None
 

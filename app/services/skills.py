@@ -24,12 +24,12 @@ def list_skills(project_name: str, *, agent_id: int | None = None,
                 agent: str | None = None) -> list[dict[str, Any]]:
     """The project's skills; only those of one agent when ``agent_id`` or ``agent`` is given."""
     project = get_project(project_name)
-    query = skill_query().where(Skill.project_id == project.id).order_by(Skill.id)
-    if agent_id is not None or agent is not None:
-        owner = _agent_id(project, str(agent_id) if agent_id is not None else agent)
-        query = query.join(AgentSkill, AgentSkill.skill_id == Skill.id).where(
-            AgentSkill.agent_id == owner).order_by(None).order_by(AgentSkill.position)
-    return skill_views(query)
+    query = skill_query().where(Skill.project_id == project.id)
+    if agent_id is None and agent is None:
+        return skill_views(query)
+    owner = _agent_id(project, str(agent_id) if agent_id is not None else agent)
+    return skill_views(query.join(AgentSkill, AgentSkill.skill_id == Skill.id)
+                       .where(AgentSkill.agent_id == owner), order=(AgentSkill.position,))
 
 
 def skill_summaries(project_name: str) -> list[tuple[str, str, dict[str, Any]]]:

@@ -41,8 +41,8 @@ def test_get_one_agent_is_a_fixed_number_of_statements(client, count_statements)
     assert len(counted) <= 4
 
 
-def test_get_one_skill_is_two_statements(client, count_statements):
+def test_get_one_skill_is_one_statement(client, count_statements):
     seed(client, 3, 2)
     with count_statements() as counted:
         assert client.get("/api/projects/mindsdb/skills/s1").status_code == 200
-    assert len(counted) == 2
+    assert len(counted) == 1
