@@ -85,6 +85,11 @@ def _empty_pg_store(url: str) -> None:
 @pytest.fixture(params=STORES)
 def store_url(request, tmp_path) -> str:
     """The URL of a fresh, migrated metadata store: SQLite, then PostgreSQL."""
+    return fresh_store_url(request, tmp_path)
+
+
+def fresh_store_url(request, tmp_path) -> str:
+    """A fresh, migrated store of the kind ``request.param`` names (for store_url overrides)."""
     if request.param == "sqlite":
         path = tmp_path / "store.db"
         shutil.copy(request.getfixturevalue("sqlite_template"), path)

@@ -9,7 +9,8 @@ from ..errors import Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, MLModel, Project
 from .common import commit
-from .names import name_key, validate_name, where_ref
+from .lookup import find_in_project, view_by_ref
+from .names import name_key, validate_name
 from .projects import get_project
 from .secrets import keep_masked, merge
 from .skills import skills_by_name
@@ -25,10 +26,9 @@ def _taken(name: str) -> Conflict:
                     title="Agent already exists")
 
 
-def _query(project: Project):
+def _query():
     # For updates: the agent as an ORM object with its links and their skills.
-    return (select(Agent).where(Agent.project_id == project.id)
-            .options(selectinload(Agent.skill_links).selectinload(AgentSkill.skill)))
+    return select(Agent).options(selectinload(Agent.skill_links).selectinload(AgentSkill.skill))
 
 
 def list_agents(project_name: str) -> list[dict[str, Any]]:
@@ -37,25 +37,11 @@ def list_agents(project_name: str) -> list[dict[str, Any]]:
 
 
 def find_agent(project: Project, ref: str) -> Agent:
-    agent = db.session.scalar(where_ref(_query(project), Agent, ref))
-    if agent is None:
-        raise _missing(project.name, ref)
-    return agent
-
-
-def _missing(project_name: str, ref: str) -> NotFound:
-    return NotFound(f"Agent '{ref}' does not exist in project '{project_name}'",
-                    title="Agent not found")
+    return find_in_project(_query(), Agent, "Agent", project, ref)
 
 
 def get_agent(project_name: str, ref: str) -> dict[str, Any]:
-    query = where_ref(agent_query().join(Project, Project.id == Agent.project_id)
-                      .where(Project.name_key == name_key(project_name)), Agent, ref)
-    views = agent_views(query)
-    if not views:
-        project = get_project(project_name)
-        raise _missing(project.name, ref)
-    return views[0]
+    return view_by_ref(agent_views, agent_query(), Agent, "Agent", project_name, ref)
 
 
 def _view(agent_id: int) -> dict[str, Any]:

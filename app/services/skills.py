@@ -9,7 +9,8 @@ from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, Project, Skill
 from .common import commit
-from .names import is_id, name_key, validate_name, where_ref
+from .lookup import find_in_project, view_by_ref
+from .names import is_id, name_key, validate_name
 from .projects import get_project
 from .secrets import merge
 from .views import skill_query, skill_views
@@ -41,36 +42,16 @@ def skill_summaries(project_name: str) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def _agent_id(project: Project, ref: str) -> int:
-    agent_id = db.session.scalar(where_ref(
-        select(Agent.id).where(Agent.project_id == project.id), Agent, ref))
-    if agent_id is None:
-        raise NotFound(f"Agent '{ref}' does not exist in project '{project.name}'",
-                       title="Agent not found")
-    return agent_id
+    return find_in_project(select(Agent.id), Agent, "Agent", project, ref)
 
 
 def find_skill(project: Project, ref: str) -> Skill:
-    skill = db.session.scalar(where_ref(select(Skill).where(Skill.project_id == project.id),
-                                        Skill, ref))
-    if skill is None:
-        raise _missing(project.name, ref)
-    return skill
-
-
-def _missing(project_name: str, ref: str) -> NotFound:
-    return NotFound(f"Skill '{ref}' does not exist in project '{project_name}'",
-                    title="Skill not found")
+    return find_in_project(select(Skill), Skill, "Skill", project, ref)
 
 
 def get_skill(project_name: str, ref: str) -> dict[str, Any]:
-    """One skill by name or ID, as a view (one statement, two with its agents)."""
-    query = where_ref(skill_query().join(Project, Project.id == Skill.project_id)
-                      .where(Project.name_key == name_key(project_name)), Skill, ref)
-    views = skill_views(query)
-    if not views:
-        project = get_project(project_name)  # 404 for the project if that is what is missing
-        raise _missing(project.name, ref)
-    return views[0]
+    """One skill by name or ID, as a view (one statement)."""
+    return view_by_ref(skill_views, skill_query(), Skill, "Skill", project_name, ref)
 
 
 def _view(project: Project, skill_id: int) -> dict[str, Any]:

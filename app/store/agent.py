@@ -1,31 +1,23 @@
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
-from .types import UTCDateTime, utcnow
+from .types import InProject
 
 
-class Agent(db.Model):
+class Agent(InProject, db.Model):
     __tablename__ = "agents"
     __table_args__ = (UniqueConstraint("project_id", "name_key"),
                       {"sqlite_autoincrement": True})
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"),
-                                            index=True)
-    name: Mapped[str] = mapped_column(String(63))
-    name_key: Mapped[str] = mapped_column(String(63))
     model_name: Mapped[str | None] = mapped_column(String(255))
     provider: Mapped[str | None] = mapped_column(String(255))
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     model: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     data: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     prompt_template: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     skill_links: Mapped[list["AgentSkill"]] = relationship(
         back_populates="agent", cascade="all, delete-orphan", passive_deletes=True,

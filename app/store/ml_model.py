@@ -1,25 +1,20 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import JSON, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from ..extensions import db
-from .types import UTCDateTime, utcnow
+from .types import InProject, UTCDateTime
 
 
-class MLModel(db.Model):
+class MLModel(InProject, db.Model):
     """A trained (or training) machine-learning model: the resource, not an ORM model."""
 
     __tablename__ = "ml_models"
     __table_args__ = (UniqueConstraint("project_id", "name_key", "version"),
                       {"sqlite_autoincrement": True})
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"),
-                                            index=True)
-    name: Mapped[str] = mapped_column(String(63))
-    name_key: Mapped[str] = mapped_column(String(63))
     version: Mapped[int] = mapped_column(default=1)
     active: Mapped[bool] = mapped_column(default=True)
     status: Mapped[str] = mapped_column(String(16), default="generating")
@@ -30,8 +25,6 @@ class MLModel(db.Model):
     data_source: Mapped[str] = mapped_column(String(255))
     fetch_data_query: Mapped[str] = mapped_column(Text)
     training_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     training_time: Mapped[float | None]
     # Which process trains it and when it last said so: a model whose trainer died is
     # found by a stale heartbeat and marked error, never left "training" forever.

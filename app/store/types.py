@@ -2,7 +2,8 @@
 
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime
+from sqlalchemy import DateTime, ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 
@@ -29,3 +30,19 @@ class UTCDateTime(TypeDecorator):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class InProject:
+    """Columns of an object named within a project (skills, agents, models).
+
+    ``name_key`` is the lower-cased name: with the project it forms each table's unique key,
+    so names are unique per project case-insensitively, also when two requests race.
+    """
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"),
+                                            index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    name_key: Mapped[str] = mapped_column(String(63))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

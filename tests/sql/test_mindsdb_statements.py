@@ -7,12 +7,11 @@ of the same objects, so that SQL and REST cannot drift apart.
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from app.sql.errors import ErrorCode
-from tests.conftest import STORES, _empty_pg_store
+from tests.conftest import STORES, fresh_store_url
 
 MODEL_COLUMNS = ["NAME", "ENGINE", "PROJECT", "ACTIVE", "VERSION", "STATUS", "ACCURACY",
                  "PREDICT", "UPDATE_STATUS", "MINDSDB_VERSION", "ERROR", "SELECT_DATA_QUERY",
@@ -25,13 +24,7 @@ SETOSA = {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_w
 @pytest.fixture(params=STORES)
 def store_url(request, tmp_path) -> str:
     """Both metadata stores (tests/sql/conftest.py narrows the data-path tests to one)."""
-    if request.param == "sqlite":
-        path = tmp_path / "store.db"
-        shutil.copy(request.getfixturevalue("sqlite_template"), path)
-        return f"sqlite:///{path}"
-    url = request.getfixturevalue("pg_store")
-    _empty_pg_store(url)
-    return url
+    return fresh_store_url(request, tmp_path)
 
 
 def sql(client, query: str, db: str | None = None) -> dict:

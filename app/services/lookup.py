@@ -1,0 +1,39 @@
+"""Finding a project's object by name or ID: one rule for skills, agents (and their 404s)."""
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Select
+
+from ..errors import NotFound
+from ..extensions import db
+from ..store import Project
+from .names import name_key, where_ref
+from .projects import get_project
+
+
+def not_found(kind: str, ref: str, project_name: str) -> NotFound:
+    return NotFound(f"{kind} '{ref}' does not exist in project '{project_name}'",
+                    title=f"{kind} not found")
+
+
+def find_in_project(query: Select, entity: Any, kind: str, project: Project, ref: str) -> Any:
+    """The ORM object ``query`` (over ``entity``) finds by ``ref`` in ``project``, or 404."""
+    found = db.session.scalar(where_ref(query.where(entity.project_id == project.id),
+                                        entity, ref))
+    if found is None:
+        raise not_found(kind, ref, project.name)
+    return found
+
+
+def view_by_ref(views: Callable[[Select], list[dict[str, Any]]], query: Select, entity: Any,
+                kind: str, project_name: str, ref: str) -> dict[str, Any]:
+    """One view by name or ID, the project matched in the same statement.
+
+    Only when nothing matches is the project looked up, to say which of the two is missing.
+    """
+    found = views(where_ref(query.join(Project, Project.id == entity.project_id)
+                            .where(Project.name_key == name_key(project_name)), entity, ref))
+    if not found:
+        raise not_found(kind, ref, get_project(project_name).name)
+    return found[0]
