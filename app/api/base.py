@@ -1,11 +1,39 @@
 """The Blueprint every resource uses: flask-smorest's, with Quarry's request parsing."""
 
+import json
+import math
 from typing import Any
 
 import flask
 from flask_smorest import Blueprint as SmorestBlueprint
 from webargs import core
 from webargs.flaskparser import FlaskParser
+
+
+def _refuse_constant(token: str) -> Any:
+    raise json.JSONDecodeError(f"{token} is not a JSON value", token, 0)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise json.JSONDecodeError(f"{text} is too large a number", text, 0)
+    return value
+
+
+def parse_strict_json(body: bytes) -> Any:
+    """JSON as RFC 8259 has it: Python's NaN/Infinity extensions and numbers that overflow
+    are refused (they would be stored, then answered as invalid JSON), and so are integers
+    beyond Python's digit limit (a ValueError, not a JSONDecodeError, from json.loads).
+    """
+    try:
+        text = body.decode("utf-8")
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # UnicodeDecodeError, int digit limit
+        # A non-empty doc: webargs reads an empty one as "no body" (missing), not as invalid.
+        raise json.JSONDecodeError(str(exc), "body", 0) from None
 
 
 class JsonBodyParser(FlaskParser):
@@ -21,8 +49,13 @@ class JsonBodyParser(FlaskParser):
         body = req.get_data(cache=True)
         if not body:
             return core.missing
-        return core.parse_json(body)
+        return parse_strict_json(body)
 
 
 class Blueprint(SmorestBlueprint):
     ARGUMENTS_PARSER = JsonBodyParser()
+
+    def arguments(self, schema: Any, **kwargs: Any):
+        # webargs builds a new instance of a schema class on every request; one instance,
+        # made here, serves them all (a tenth of a small request's time).
+        return super().arguments(schema() if isinstance(schema, type) else schema, **kwargs)

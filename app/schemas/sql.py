@@ -31,11 +31,14 @@ class SqlQueryIn(Schema):
 
     query = fields.String(required=True, validate=validate.Length(min=1))
     context = fields.Nested(SqlContext, allow_none=True, load_default=dict)
-    params = fields.Dict(keys=fields.String(), values=ParamValue(allow_none=True),
+    params = fields.Dict(keys=fields.String(),
+                         values=ParamValue(allow_none=True, metadata={"nullable": True, "oneOf": [
+                             {"type": "string"}, {"type": "number"}, {"type": "boolean"}]}),
                          allow_none=True, load_default=None)
     timeout_s = fields.Float(allow_none=True, load_default=None,
                              validate=validate.Range(min=0, min_inclusive=False),
-                             metadata={"description": "Lower this statement's time limit"})
+                             metadata={"description": "Lower this statement's time limit",
+                                       "exclusiveMinimum": True})
 
 
 class SqlResultOut(Schema):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from flask import current_app
+
 from .catalog import service_statement
 from .errors import SqlError
 from .execute import effective_timeout, fetch_rows, run_statement
@@ -48,7 +50,8 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
     target = gated.source or registry.constants
     result = run_statement(target, gated.sql, params, gated.param_names,
                            timeout_s=effective_timeout(target, timeout_s),
-                           max_rows=target.max_rows)
+                           max_rows=target.max_rows,
+                           max_bytes=current_app.config["SQL_MAX_RESPONSE_BYTES"])
     body: dict[str, Any] = {
         "type": "table",
         "column_names": result.columns,

@@ -44,8 +44,12 @@ def effective_timeout(source: DataSource, requested: float | None) -> float:
 
 
 def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None,
-                  param_names: Sequence[str], *, timeout_s: float, max_rows: int) -> QueryResult:
-    """Run one gated statement on ``source``; raises SqlError."""
+                  param_names: Sequence[str], *, timeout_s: float, max_rows: int,
+                  max_bytes: int | None = None) -> QueryResult:
+    """Run one gated statement on ``source``; raises SqlError.
+
+    ``max_bytes`` caps the text and bytes read (the response size limit); None: no cap.
+    """
     params = dict(params or {})
     missing = [n for n in dict.fromkeys(param_names) if n not in params]
     if missing:
@@ -57,7 +61,7 @@ def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None
     try:
         runner = {"sqlite": _run_sqlite, "postgresql": _run_postgresql,
                   "mysql": _run_mysql}[source.dialect]
-        return runner(conn, sql, bound, timeout_s, max_rows)
+        return runner(conn, sql, bound, timeout_s, max_rows, max_bytes)
     except SqlError:
         raise
     except Exception as exc:
@@ -83,7 +87,7 @@ def _checkout(source: DataSource) -> Any:
 
 
 def _run_sqlite(conn: Any, sql: str, params: dict | None, timeout_s: float,
-                max_rows: int) -> QueryResult:
+                max_rows: int, max_bytes: int | None) -> QueryResult:
     dbapi: sqlite3.Connection = conn.driver_connection
     deadline = time.monotonic() + timeout_s
     # Called every N virtual-machine steps; a non-zero answer interrupts the statement.
@@ -91,7 +95,7 @@ def _run_sqlite(conn: Any, sql: str, params: dict | None, timeout_s: float,
     try:
         cursor = dbapi.execute(sql, params or ())
         columns = [d[0] for d in cursor.description or ()]
-        rows = cursor.fetchmany(max_rows + 1)
+        rows = _fetch(cursor, max_rows, max_bytes)
         cursor.close()
     finally:
         dbapi.set_progress_handler(None, 0)
@@ -99,7 +103,7 @@ def _run_sqlite(conn: Any, sql: str, params: dict | None, timeout_s: float,
 
 
 def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
-                    max_rows: int) -> QueryResult:
+                    max_rows: int, max_bytes: int | None) -> QueryResult:
     pg = conn.driver_connection
     ms = max(1, int(timeout_s * 1000))
     try:
@@ -109,7 +113,7 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
         try:
             cursor.execute(sql, params)
             columns = [d.name for d in cursor.description or ()]
-            rows = cursor.fetchmany(max_rows + 1)
+            rows = _fetch(cursor, max_rows, max_bytes)
         finally:
             cursor.close()
     finally:
@@ -119,14 +123,15 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
 
 
 def _run_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float,
-               max_rows: int) -> QueryResult:
+               max_rows: int, max_bytes: int | None) -> QueryResult:
     import pymysql.cursors
 
     my = conn.driver_connection
     cursor = my.cursor(pymysql.cursors.SSCursor)
     if conn.info.get("quarry.timeout_s") != timeout_s:
         if "mariadb" in my.get_server_info().lower():
-            cursor.execute(f"SET SESSION max_statement_time = {timeout_s:.3f}")
+            # In seconds; 0 would mean no limit at all, so never round below 1 ms.
+            cursor.execute(f"SET SESSION max_statement_time = {max(timeout_s, 0.001):.3f}")
         else:
             cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
         conn.info["quarry.timeout_s"] = timeout_s
@@ -134,22 +139,32 @@ def _run_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     try:
         cursor.execute(sql, params)
         columns = [d[0] for d in cursor.description or ()]
-        rows = list(cursor.fetchmany(max_rows + 1))
+        rows = list(_fetch(cursor, max_rows, max_bytes))
+    except SqlError:  # over the byte budget, with rows still unread
+        _abandon(conn, cursor)
+        raise
     except Exception:
         _quietly(my.rollback)
         raise
     if len(rows) > max_rows:
-        # Draining the rest of an unbuffered result could take long: drop the connection
-        # instead; the server ends the statement when the client goes away. PyMySQL's
-        # result and cursor finalisers would try to drain the closed socket: disarm them.
-        if getattr(cursor, "_result", None) is not None:
-            cursor._result.unbuffered_active = False
-        cursor.connection = None
-        conn.invalidate()
+        _abandon(conn, cursor)
     else:
         cursor.close()
         my.rollback()
     return _result(columns, rows, max_rows)
+
+
+def _abandon(conn: Any, cursor: Any) -> None:
+    """Drop a MySQL connection with an unbuffered result still unread.
+
+    Draining the rest could take long: the server ends the statement when the client goes
+    away. PyMySQL's result and cursor finalisers would try to drain the closed socket:
+    disarm them.
+    """
+    if getattr(cursor, "_result", None) is not None:
+        cursor._result.unbuffered_active = False
+    cursor.connection = None
+    conn.invalidate()
 
 
 def _quietly(fn: Any, *args: Any) -> None:
@@ -158,6 +173,31 @@ def _quietly(fn: Any, *args: Any) -> None:
         fn(*args)
     except Exception:  # noqa: BLE001 - the original error is the one that matters
         pass
+
+
+def _fetch(cursor: Any, max_rows: int, max_bytes: int | None) -> list:
+    """Up to ``max_rows + 1`` rows, in growing batches, within a byte budget.
+
+    The response size cap is enforced while the rows arrive, not after they are all in
+    memory: ``SELECT repeat('x', 1e6) FROM generate_series(1, 1e5)`` stops after a few
+    batches. Strings and bytes are counted (numbers and dates are small and bounded).
+    """
+    rows: list = []
+    batch, spent = 100, 0
+    while len(rows) <= max_rows:
+        chunk = cursor.fetchmany(min(batch, max_rows + 1 - len(rows)))
+        if not chunk:
+            break
+        rows.extend(chunk)
+        if max_bytes is not None:
+            spent += sum([len(v) for row in chunk for v in row
+                          if v.__class__ is str or v.__class__ is bytes])
+            if spent > max_bytes:
+                raise SqlError(ErrorCode.RESPONSE_TOO_LARGE,
+                               f"The result is larger than the limit of {max_bytes} bytes; "
+                               "select fewer rows or columns")
+        batch = min(batch * 10, 10_000)
+    return rows
 
 
 def _result(columns: list[str], rows: list, max_rows: int) -> QueryResult:
@@ -202,8 +242,14 @@ def _classify(exc: BaseException) -> ErrorCode:
         if sqlstate.startswith("08"):
             return ErrorCode.SOURCE_DOWN
         return ErrorCode.QUERY_FAILED
-    if module.startswith("psycopg"):  # no SQLSTATE: the connection itself failed
-        return ErrorCode.SOURCE_DOWN
+    if module.startswith("psycopg"):
+        # No SQLSTATE: either the connection failed, or psycopg itself refused a value on
+        # the client side (a NUL in a text parameter, a value it cannot convert).
+        import psycopg
+
+        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+            return ErrorCode.SOURCE_DOWN
+        return ErrorCode.QUERY_FAILED
     args = getattr(exc, "args", ())
     if module.startswith("pymysql"):
         if args and isinstance(args[0], int):

@@ -252,6 +252,13 @@ def _render(statement: exp.Expression, dialect: str, glot: str) -> tuple[str, li
         sentinels[sentinel] = name
         names.append(name)
         node.replace(exp.var(sentinel))
+    for node in statement.find_all(exp.Parameter):
+        # PostgreSQL's $1 is a positional bind parameter: the server would refuse the
+        # statement with a protocol error (read as the source being down).
+        if isinstance(node.this, exp.Literal) and dialect == "postgresql":
+            raise SqlError(ErrorCode.MISSING_PARAMETER,
+                           f"Positional placeholders (${node.this.name}) are not supported; "
+                           f"use :name and give params {{\"name\": value}}")
     try:
         sql = statement.sql(dialect=glot, comments=False)
     except Exception as exc:  # sqlglot cannot write it back in this dialect

@@ -56,7 +56,8 @@ def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, _db: str
     return sqlite3.SQLITE_OK
 
 
-def open_sqlite_readonly(path: str | None) -> sqlite3.Connection:
+def open_sqlite_readonly(path: str | None, max_value_bytes: int | None = None
+                         ) -> sqlite3.Connection:
     """A SQLite connection that can only read: opened mode=ro, with the read-only authorizer."""
     if path in (None, "", ":memory:"):
         conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
@@ -64,6 +65,10 @@ def open_sqlite_readonly(path: str | None) -> sqlite3.Connection:
         uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
     conn.set_authorizer(_sqlite_authorizer)
+    if max_value_bytes:
+        # No single value may outgrow the response limit: zeroblob(1e9) or a huge printf()
+        # fails at once ("string or blob too big") instead of filling the worker's memory.
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
     return conn
 
 
@@ -148,7 +153,8 @@ class SourceRegistry:
 
 def _sqlite_source(name: str, path: str | None, settings: dict[str, Any], timeout_s: float,
                    max_rows: int) -> DataSource:
-    pool = QueuePool(lambda: open_sqlite_readonly(path), pool_size=settings["SQL_POOL_SIZE"],
+    limit = settings["SQL_MAX_RESPONSE_BYTES"]
+    pool = QueuePool(lambda: open_sqlite_readonly(path, limit), pool_size=settings["SQL_POOL_SIZE"],
                      max_overflow=0, timeout=settings["SQL_POOL_TIMEOUT_S"],
                      reset_on_return=None)
     return DataSource(name=name, dialect="sqlite", sqlglot_dialect="sqlite",
@@ -169,10 +175,44 @@ def _server_source(name: str, url: Any, dialect: str, glot: str, settings: dict[
         def _autocommit(dbapi_connection, _record):
             # execute.py opens each READ ONLY transaction itself and always rolls it back.
             dbapi_connection.autocommit = True
+            _lenient_pg_loaders(dbapi_connection)
 
     return DataSource(name=name, dialect=dialect, sqlglot_dialect=glot, timeout_s=timeout_s,
                       max_rows=max_rows, connect=engine.raw_connection, dispose=engine.dispose,
                       engine_name=dialect, info={"url": url.render_as_string()})
+
+
+# PostgreSQL values that Python's date/datetime/timedelta cannot hold ('infinity',
+# '-infinity', years BC or after 9999, intervals over 999 999 999 days): psycopg raises while
+# fetching, which would fail the whole statement. They are answered as their text instead.
+_PG_LENIENT_TYPES = ("date", "timestamp", "timestamptz", "interval")
+
+
+def _lenient_pg_loaders(conn: Any) -> None:
+    import psycopg
+    from psycopg.adapt import Loader
+
+    text = psycopg.pq.Format.TEXT
+    for type_name in _PG_LENIENT_TYPES:
+        info = conn.adapters.types.get(type_name)
+        fast = conn.adapters.get_loader(info.oid, text) if info is not None else None
+        if fast is None:
+            continue
+
+        class _Lenient(Loader):
+            _fast_class = fast
+
+            def __init__(self, oid: int, context: Any = None) -> None:
+                super().__init__(oid, context)
+                self._fast = self._fast_class(oid, context)
+
+            def load(self, data: Any) -> Any:
+                try:
+                    return self._fast.load(data)
+                except psycopg.DataError:
+                    return bytes(data).decode("utf-8", "replace")
+
+        conn.adapters.register_loader(info.oid, _Lenient)
 
 
 def build_source(name: str, spec: Any, settings: dict[str, Any]) -> DataSource:

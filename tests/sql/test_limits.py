@@ -138,3 +138,35 @@ def test_demo_source_can_be_turned_off(make_app):
     body = client.post("/api/sql/query", json={"query": "SELECT * FROM demo.iris"}).get_json()
     assert body["error_code"] == ErrorCode.UNKNOWN_SOURCE
     assert client.post("/api/sql/query", json={"query": "SELECT 2"}).get_json()["data"] == [[2]]
+
+
+# --- the response size limit, enforced while rows arrive ------------------------------------
+
+@pytest.mark.parametrize("db, sql", [
+    ("pg", "SELECT repeat('x', 100000) AS big FROM generate_series(1, 100000)"),
+    ("maria", "SELECT REPEAT('x', 100000) AS big FROM seq_1_to_100000"),
+    ("lite", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)"
+             " SELECT printf('%.*c', 100000, 'x') AS big FROM n"),
+    ("demo", "SELECT zeroblob(1000000000) AS big"),
+])
+def test_results_over_the_size_limit_stop_early(make_app, sources, db, sql):
+    # 10 GB of text would be built if the limit were checked only at the end.
+    client = make_app(DATA_SOURCES=sources, SQL_MAX_RESPONSE_BYTES=1_000_000).test_client()
+    started = time.monotonic()
+    body = client.post("/api/sql/query", json={"query": sql, "context": {"db": db}}).get_json()
+    assert body["type"] == "error", body
+    assert body["error_code"] in (ErrorCode.RESPONSE_TOO_LARGE, ErrorCode.QUERY_FAILED), body
+    assert "big" in body["error_message"] or "1000000" in body["error_message"]
+    assert time.monotonic() - started < 5
+    # The connection is usable again.
+    again = client.post("/api/sql/query", json={"query": "SELECT 1 AS one",
+                                                "context": {"db": db}}).get_json()
+    assert again["data"] == [[1]]
+
+
+def test_results_under_the_size_limit_are_whole(make_app, sources):
+    client = make_app(DATA_SOURCES=sources, SQL_MAX_RESPONSE_BYTES=1_000_000).test_client()
+    body = client.post("/api/sql/query", json={
+        "query": "SELECT repeat('x', 100) AS t FROM generate_series(1, 5000)",
+        "context": {"db": "pg"}}).get_json()
+    assert body["type"] == "table" and len(body["data"]) == 5000

@@ -22,6 +22,7 @@ from ...services import models as model_service
 from ...store import MLModel
 from ..errors import ErrorCode, SqlError
 from ..execute import fetch_rows
+from ..gate import gate
 from .context import Context, qualified
 from .errors import service_errors
 from .relation import Column, Relation, run_select
@@ -152,14 +153,14 @@ def _left_side(left: Any, ctx: Context) -> tuple[str, Any, str]:
     """(data source, the FROM item to read on it, the alias its columns go by)."""
     if isinstance(left, NativeQuery):
         # MindsDB's ``src (native SQL) AS t`` (what mindsdb_sdk's model.predict(query) sends).
-        source = str(left.integration.parts[-1])
+        source = _native_source(left, ctx)
         alias = _alias(left, "t")
         return source, _NativeFrom(left.query, alias), alias
     if isinstance(left, Select) and isinstance(left.from_table, NativeQuery):
         # mindsdb_sdk wraps its native query once more: (SELECT * FROM src (native)) AS t.
         native = left.from_table
         left.from_table = _NativeFrom(native.query, _alias(native, "native_rows"))
-        return str(native.integration.parts[-1]), left, _alias(left, "t")
+        return _native_source(native, ctx), left, _alias(left, "t")
     if isinstance(left, Select):
         inner = left.from_table
         if not isinstance(inner, Identifier) or not ctx.is_source(str(inner.parts[0])):
@@ -186,6 +187,22 @@ def _left_side(left: Any, ctx: Context) -> tuple[str, Any, str]:
     raise SqlError(ErrorCode.UNSUPPORTED,
                    "A model is joined with a data source table, a subquery on one, or "
                    "source (native query) AS t")
+
+
+def _native_source(native: NativeQuery, ctx: Context) -> str:
+    """The data source a ``name (native SQL)`` reads: ``name``, or when ``name`` is a project
+    (``server.query(sql)`` of mindsdb_sdk is sent as ``mindsdb (sql)``), the one data source
+    that the SQL itself names (``SELECT … FROM demo.iris``)."""
+    name = str(native.integration.parts[-1])
+    if ctx.is_source(name):
+        return name
+    gated = gate(native.query, ctx.registry, None)
+    if gated.source is None:
+        raise SqlError(ErrorCode.UNKNOWN_SOURCE,
+                       f"'{name}' is not a data source and the query joined with the model "
+                       f"names none: write <source>.<table> in it (data sources: "
+                       f"{', '.join(ctx.registry.names()) or 'none'})")
+    return gated.source.name
 
 
 class _NativeFrom(Identifier):

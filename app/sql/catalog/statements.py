@@ -35,6 +35,7 @@ from ...services import models as model_service
 from ...services import projects as project_service
 from ...services import skills as skill_service
 from ..errors import ErrorCode, SqlError
+from ..execute import fetch_rows
 from . import tables
 from .context import Context, qualified
 from .errors import service_errors
@@ -98,7 +99,31 @@ def _show_projects(statement: Show, ctx: Context) -> tuple[Relation, str]:
     return Relation.of(["project"], [(n,) for n in tables.project_names()]), "project"
 
 
+# The tables of a data source, in its own dialect (mindsdb_sdk's database.tables.list()
+# sends SHOW TABLES with the data source as context.db).
+_SOURCE_TABLES_SQL = {
+    "sqlite": "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+              "AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    "postgresql": "SELECT table_name FROM information_schema.tables "
+                  "WHERE table_schema = current_schema() ORDER BY table_name",
+    "mysql": "SELECT table_name FROM information_schema.tables "
+             "WHERE table_schema = DATABASE() ORDER BY table_name",
+}
+
+
+def _show_source_tables(name: str, ctx: Context) -> tuple[Relation, str]:
+    source = ctx.registry.require(name)
+    _, rows = fetch_rows(source.name, _SOURCE_TABLES_SQL[source.dialect],
+                         max_rows=source.max_rows, registry=ctx.registry)
+    column = f"Tables_in_{source.name}"
+    return Relation.of([column], [(r[0],) for r in rows]), column
+
+
 def _show_tables(statement: Show, ctx: Context) -> tuple[Relation, str]:
+    shown = statement.from_table or statement.in_table
+    shown_name = _name(shown)[-1] if shown is not None else ctx.db
+    if ctx.is_source(shown_name):
+        return _show_source_tables(shown_name, ctx)
     project = _shown_project(statement, ctx)
     # A model is queried as a table of its project (SELECT … FROM p.m), so it is listed too.
     names = list(tables.PROJECT_TABLES)
