@@ -1,5 +1,6 @@
 """Write-only values: secrets are stored but never returned in clear."""
 
+import json
 import re
 from typing import Any
 
@@ -22,6 +23,19 @@ def mask(value: Any) -> Any:
     if isinstance(value, list):
         return [mask(v) for v in value]
     return value
+
+
+def mask_json_text(text: str | None) -> str:
+    """Stored JSON text with its secrets masked; decoded only when a secret key may be in it.
+
+    Most params hold no secret: their text is returned as stored, without decoding and
+    encoding it again (the SQL tables p.skills / p.agents show params as JSON text).
+    """
+    if text is None:
+        return "{}"
+    if _SECRET_KEY.search(text) is None:
+        return text
+    return json.dumps(mask(json.loads(text)))
 
 
 def merge(current: dict[str, Any] | None, changes: dict[str, Any]) -> dict[str, Any]:

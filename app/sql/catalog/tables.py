@@ -77,7 +77,7 @@ def models_table(projects: list[str], qualifier: str = "models") -> Relation:
 def skills_table(projects: list[str], qualifier: str = "skills") -> Relation:
     rows = []
     for project in projects:
-        rows.extend((name, project, kind, _json(mask(params or {})))
+        rows.extend((name, project, kind, params)
                     for name, kind, params in skill_service.skill_summaries(project))
     return Relation.of(SKILL_COLUMNS, rows, qualifier)
 
