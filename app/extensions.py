@@ -28,6 +28,23 @@ class QuarryApi(Api):
     def handle_http_exception(self, error):
         return from_http_exception(error)
 
+    def _register_responses(self):
+        """Document the error responses as they are sent: problem+json problem documents.
+
+        flask-smorest documents its own ErrorSchema as application/json; clients that check
+        responses against the OpenAPI document (schemathesis does) would see every error as
+        undocumented.
+        """
+        from .errors import PROBLEM_JSON
+        from .schemas.common import ProblemSchema  # not at import: schemas import services
+
+        self.ERROR_SCHEMA = ProblemSchema
+        self.DEFAULT_RESPONSE_CONTENT_TYPE = PROBLEM_JSON
+        try:
+            super()._register_responses()
+        finally:
+            del self.DEFAULT_RESPONSE_CONTENT_TYPE  # success responses stay application/json
+
 
 db = SQLAlchemy(model_class=Base)
 migrate = Migrate()

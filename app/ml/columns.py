@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -136,14 +137,19 @@ def coerce_value(column: ColumnInfo, value: Any) -> Any:
     if kind in NUMERIC:
         if isinstance(value, bool):  # SQLite and MySQL store booleans as 0/1 integers
             return float(value)
-        if isinstance(value, int | float | decimal.Decimal | np.number):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                raise _wrong_type(column, value) from None
-        raise _wrong_type(column, value)
+        try:
+            if isinstance(value, int | float | decimal.Decimal | np.number):
+                number = float(value)
+            elif isinstance(value, str):
+                number = float(value.strip())
+            else:
+                raise _wrong_type(column, value)
+        except (ValueError, OverflowError):  # "abc"; an integer beyond float's range
+            raise _wrong_type(column, value) from None
+        if math.isinf(number):  # scikit-learn refuses infinities (a ValueError, so a 500)
+            raise PredictionError(f"Column '{column.name}' expects a finite number, "
+                                  f"got {value!r}", column=column.name)
+        return number
     if kind == "binary":
         result = _bool_or_nan(value)
         if result is None:

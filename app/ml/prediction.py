@@ -54,7 +54,15 @@ def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]]) -> list[d
     if not rows:
         return []
     with one_openmp_thread():
-        return _predict(model, rows)
+        try:
+            # Finite but extreme inputs (1e308) overflow once scaled: that is the caller's
+            # input, not a fault here, so the overflow raises instead of feeding infinities
+            # to scikit-learn (a ValueError, so a 500).
+            with np.errstate(over="raise"):
+                return _predict(model, rows)
+        except FloatingPointError:
+            raise PredictionError("The model cannot predict from these values: a number "
+                                  "is too large") from None
 
 
 def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

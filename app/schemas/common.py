@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
-from ..services.names import name_error
+from ..services.names import NAME_PATTERN, name_error
 from ..services.secrets import mask
 
 
@@ -14,6 +14,11 @@ class InputSchema(Schema):
 
 class Name(fields.String):
     """An object name: the one naming rule, checked where every request enters."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # The rule in the OpenAPI document too, so that generated clients and fuzzers know it.
+        kwargs.setdefault("metadata", {"pattern": f"^{NAME_PATTERN.pattern}$"})
+        super().__init__(**kwargs)
 
     def _deserialize(self, value: Any, attr, data, **kwargs) -> str:
         text = super()._deserialize(value, attr, data, **kwargs)
@@ -77,6 +82,9 @@ def Timestamp() -> fields.Raw:  # noqa: N802 - a field factory
 
 class ProblemSchema(Schema):
     """The problem+json error envelope (documentation only)."""
+
+    class Meta:
+        unknown = INCLUDE  # some problems add members: contents, model_status, retry_after…
 
     title = fields.String()
     detail = fields.String()

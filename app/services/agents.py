@@ -8,6 +8,7 @@ from sqlalchemy.orm import selectinload
 from ..errors import Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, MLModel, Project
+from ..store.types import utcnow
 from .common import commit
 from .lookup import find_in_project, view_by_ref
 from .names import name_key, validate_name
@@ -136,6 +137,8 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
                                  if link.skill.name_key not in drop]
         for position, link in enumerate(agent.skill_links):
             link.position = position
+        # Changes to the skill links alone do not touch the agents row: say it changed.
+        agent.updated_at = utcnow()
     new_name = agent.name
     commit(lambda: _taken(new_name))
     return _view(agent.id)

@@ -162,3 +162,11 @@ def test_delete_at_every_published_path(client, p1, path):
     assert client.get("/api/projects/p1/agents").get_json() == []
     assert client.get("/api/projects/p1/skills/s1").get_json()["agent_ids"] == []
     assert_problem(client.delete(path.format(agent["id"])), 404)
+
+
+def test_changing_only_skills_moves_updated_at(client, p1):
+    before = create(client, name="a1", skills=["s1"]).get_json()
+    after = client.put("/api/projects/p1/agents/a1",
+                       json={"agent": {"skills_to_add": ["s2"]}}).get_json()
+    assert after["updated_at"] > before["updated_at"]
+    assert after["created_at"] == before["created_at"]

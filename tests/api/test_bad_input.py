@@ -166,3 +166,19 @@ def test_odd_ids_are_404(client, seeded):
     for ref in ["99999999999999999999999", "0", "²", "٣"]:
         assert_problem(client.get(f"/api/projects/p1/skills/{ref}"), 404)
         assert_problem(client.get(f"/api/projects/p1/agents/{ref}"), 404)
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"skill": {"name": "s2", "type": "t", "params": {"a": NaN}}}',
+    b'{"skill": {"name": "s2", "type": "t", "params": {"a": Infinity}}}',
+    b'{"skill": {"name": "s2", "type": "t", "params": {"a": -1e400}}}',
+    b'{"skill": {"name": "s2", "type": "t", "params": {"a": ' + b"1" * 5000 + b"}}}",
+])
+def test_non_json_numbers_are_400_and_never_stored(client, seeded, raw):
+    # Python's json reads NaN/Infinity (and 1e400 as inf): stored, they came back as invalid
+    # JSON; a 5 000-digit integer made json.loads raise a ValueError (a 500).
+    response = client.post("/api/projects/p1/skills", data=raw,
+                           content_type="application/json")
+    assert_problem(response, 400, "json")
+    assert_problem(client.post("/api/projects", data=raw.replace(b"skill", b"name")), 400)
+    assert snapshot(client) == seeded

@@ -25,3 +25,19 @@ def test_openapi_describes_bodies_from_the_schemas(client):
     ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     schema = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
     assert "skill" in schema["properties"] and schema["required"] == ["skill"]
+
+
+def test_openapi_documents_errors_as_problem_documents(client):
+    # Every error is sent as application/problem+json (app/errors.py); the document said
+    # application/json with flask-smorest's own error shape.
+    spec = client.get("/api/openapi.json").get_json()
+    for name in ("DEFAULT_ERROR", "BAD_REQUEST"):
+        content = spec["components"]["responses"][name]["content"]
+        assert list(content) == ["application/problem+json"]
+        ref = content["application/problem+json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        properties = spec["components"]["schemas"][ref]["properties"]
+        assert {"title", "detail", "status"} <= set(properties)
+    agent = spec["components"]["schemas"]["AgentOut"]["properties"]
+    assert agent["model_name"]["nullable"] and agent["prompt_template"]["nullable"]
+    project = spec["components"]["schemas"]["ProjectIn"]["properties"]["name"]
+    assert project["pattern"].startswith("^[A-Za-z_-]")

@@ -161,6 +161,14 @@ def test_models(url):
         "SELECT * FROM iris WHERE petal_length > 6"))
     assert len(joined) > 0 and set(joined.species) == {"virginica"}
 
+    # A query string with qualified tables and no database: FROM (SELECT …) in the statement.
+    bare = project.models.create("bare_m", predict="species",
+                                 query="SELECT * FROM demo.iris WHERE 1 = 0")
+    assert bare.name == "bare_m"
+    record = requests.get(f"{url}/api/projects/sdk_p3/models/bare_m", timeout=10).json()
+    assert record["data_source"] == "demo"
+    project.models.drop("bare_m")
+
     project.models.drop("iris_m")
     assert project.models.list() == []
     with pytest.raises(RuntimeError, match="iris_m"):

@@ -31,6 +31,12 @@ def _check_lookup_and_delete(p1, iris):
         response = p1.get(f"/api/projects/p1/models/{ref}")
         assert response.status_code == 200 and response.get_json()["id"] == iris["id"], ref
     assert_problem(p1.get("/api/projects/p1/models/iris_model.2"), 404, "iris_model.2")
+    # Versions that are no integer SQLite can bind, or not ASCII digits, were a 500.
+    for ref in ("iris_model.99999999999999999999999", "iris_model.²", "iris_model.٣"):
+        assert_problem(p1.get(f"/api/projects/p1/models/{ref}"), 404, "iris_model")
+        assert_problem(p1.delete(f"/api/projects/p1/models/{ref}"), 404, "iris_model")
+        assert_problem(p1.post(f"/api/projects/p1/models/{ref}/predict",
+                               json={"data": [SETOSA]}), 404, "iris_model")
     assert_problem(p1.get("/api/projects/p1/models/nope"), 404, "nope")
     assert_problem(p1.get("/api/projects/nope/models"), 404, "nope")
 
@@ -145,6 +151,14 @@ def _check_wrong_types(p1):
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict", json={}), 400, "data")
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
                            json={"data": [1, 2]}), 400, "data")
+    # Infinite and overflowing numbers were a 500 (scikit-learn refuses infinities).
+    for bad in ("inf", "-Infinity", 10 ** 400):
+        assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
+                               json={"data": [{**SETOSA, "petal_width": bad}]}),
+                       400, "petal_width")
+    extreme = {**SETOSA, "sepal_length": 1e308, "sepal_width": -1e308}
+    assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
+                           json={"data": [extreme]}), 400, "too large")
     # Numbers sent as text are read as numbers.
     ok = p1.post("/api/projects/p1/models/iris_model/predict",
                  json={"data": [{k: str(v) for k, v in VIRGINICA.items()}]})
@@ -198,3 +212,21 @@ def test_model_in_default_project_and_project_mismatch(client):
     assert client.post("/api/projects", json={"name": "p2"}).status_code == 201
     assert_problem(create(client, "CREATE MODEL mindsdb.m2 FROM demo (SELECT * FROM iris) "
                                   "PREDICT species", project="p2"), 400, "mindsdb", "p2")
+
+
+def test_training_query_without_data_source_names_it_in_its_tables(p1):
+    # mindsdb_sdk's models.create(query="SELECT … FROM demo.iris") sends FROM (SELECT …)
+    # with no data source: the one its qualified tables name is used.
+    response = create(p1, "CREATE MODEL p1.m1 FROM (SELECT * FROM demo.iris WHERE 1 = 0) "
+                          "PREDICT species")
+    assert response.status_code == 201, response.get_json()
+    record = response.get_json()
+    assert record["data_source"] == "demo"
+    assert record["fetch_data_query"] == "SELECT * FROM demo.iris WHERE 1 = 0"
+    assert_problem(create(p1, "CREATE MODEL p1.m2 FROM (SELECT 1 AS a) PREDICT a"),
+                   400, "data source")
+    assert_problem(create(p1, "CREATE MODEL p1.m2 FROM (SELECT * FROM iris) PREDICT a"),
+                   400, "iris")
+    assert_problem(create(p1, "CREATE MODEL p1.m2 FROM (DELETE FROM demo.iris) PREDICT a"),
+                   400, "DELETE")
+    assert [m["name"] for m in p1.get("/api/projects/p1/models").get_json()] == ["m1"]
