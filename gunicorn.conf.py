@@ -4,6 +4,8 @@ Every value can be overridden from the environment (QUARRY_BIND, QUARRY_WORKERS,
 QUARRY_THREADS, QUARRY_SQL_TIMEOUT_S) or on the command line. See docs/deploy.md.
 """
 
+import ctypes
+import gc
 import os
 
 _cpus = os.cpu_count() or 1
@@ -44,8 +46,24 @@ access_log_format = ('%(h)s "%({x-forwarded-for}i)s" [%({x-request-id}o)s] '
                      '"%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms "%(a)s"')
 
 
+def pre_fork(server, worker):
+    # Objects built by the master stay where they are: the collector would otherwise write
+    # to their pages in every worker, un-sharing them (copy-on-write).
+    gc.freeze()
+
+
 def post_fork(server, worker):
     # Connections the master opened while building the app belong to the master.
     from app import after_fork
 
     after_fork(server.app.wsgi())
+    _limit_malloc_arenas(2)
+
+
+def _limit_malloc_arenas(count: int) -> None:
+    """glibc gives each thread its own malloc arena; with gthread workers the freed memory of
+    large results stays spread over all of them. Two arenas keep a worker's memory compact."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-8, count)  # -8: M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass  # not glibc: nothing to tune

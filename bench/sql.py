@@ -229,6 +229,10 @@ def main() -> None:
             print(f"{label:<18}{q50 * 1000:>10.2f}ms{percentile(quarry, .99) * 1000:>8.2f}ms"
                   f"{r50 * 1000:>8.2f}ms{percentile(raw, .99) * 1000:>8.2f}ms"
                   f"{q50 / r50:>8.2f}{rps:>20.0f}  {errors}")
+        if not args.catalog_only:
+            rss, pss, count = gunicorn_memory_mib(server.pid)
+            print(f"gunicorn memory after the data statements, {count} processes (master + 2 "
+                  f"workers): PSS {pss:.0f} MiB, RSS summed {rss:.0f} MiB")
         prepare_catalog(port)
         print(f"\n{'service statement':<18}{'quarry p50':>12}{'p99':>10}"
               f"{'req/s (8 clients)':>20}  errors")
@@ -240,7 +244,8 @@ def main() -> None:
             print(f"{label:<18}{statistics.median(quarry) * 1000:>10.2f}ms"
                   f"{percentile(quarry, .99) * 1000:>8.2f}ms{rps:>20.0f}  {errors}")
         rss, pss, count = gunicorn_memory_mib(server.pid)
-        print(f"gunicorn memory after the run, {count} processes (master + 2 workers): "
+        print(f"gunicorn memory after the service statements (models loaded), {count} "
+              f"processes (master + 2 workers): "
               f"PSS {pss:.0f} MiB, RSS summed {rss:.0f} MiB")
     finally:
         if server is not None:

@@ -11,6 +11,8 @@ import functools
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from typing import Any
 from urllib.parse import quote
@@ -100,7 +102,18 @@ def build_demo(path: str) -> str:
 
 
 def ensure_demo(path: str) -> str:
-    """Build the demo file if it is missing or from an older version (cheap when present)."""
+    """Build the demo file if it is missing or from an older version (cheap when present).
+
+    The build runs in a child process: importing scikit-learn for its datasets would
+    otherwise stay in this process for good (a gunicorn master shares it with its workers;
+    ~120 MiB that serving SQL never needs).
+    """
     if not (os.path.exists(path) and _is_current(path)):
-        build_demo(path)
+        subprocess.run([sys.executable, "-m", "app.sql.demo", path], check=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                           os.path.abspath(__file__)))))
     return path
+
+
+if __name__ == "__main__":
+    build_demo(sys.argv[1])

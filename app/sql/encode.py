@@ -8,6 +8,7 @@ JSON/JSONB and arrays as JSON; any other type as its text, never a 500.
 from __future__ import annotations
 
 import base64
+import ctypes
 import ipaddress
 import json
 import math
@@ -18,7 +19,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from flask import Response, current_app
+from flask import Response, after_this_request, current_app
 
 from .errors import ErrorCode
 
@@ -101,4 +102,19 @@ def sql_response(body: dict[str, Any]) -> Response:
             "error_message": f"The result is {len(payload)} bytes of JSON, over the limit of "
                              f"{limit} bytes; select fewer rows or columns",
             "column_names": [], "context": body.get("context", {})})
+    if len(payload) > LARGE_RESULT_BYTES:
+        after_this_request(_release_memory)
     return Response(payload, status=200, mimetype="application/json")
+
+
+# After an answer this large, the rows it was built from are freed; hand that memory back to
+# the system (glibc keeps it otherwise, and a worker would stay at its largest result's size).
+LARGE_RESULT_BYTES = 1024 * 1024
+
+
+def _release_memory(response: Response) -> Response:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
+    return response
