@@ -36,9 +36,14 @@ def name_key(name: str) -> str:
 def where_ref(query: Select, entity, ref: str) -> Select:
     """Filter ``query`` to the object named ``ref``, or with ID ``ref`` when it is all digits."""
     if is_id(ref):
-        # Beyond 18 digits no row can match, and SQLite cannot bind such an integer.
-        return query.where(entity.id == (int(ref) if len(ref) <= 18 else -1))
+        return query.where(entity.id == id_value(ref))
     return query.where(entity.name_key == name_key(ref))
+
+
+def id_value(ref: str) -> int:
+    """The integer of an all-digit ref; beyond 18 digits no row can match, and SQLite cannot
+    bind such an integer: -1."""
+    return int(ref) if len(ref) <= 18 else -1
 
 
 def is_id(ref: str) -> bool:

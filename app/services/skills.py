@@ -3,17 +3,17 @@
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Text, cast, select
+from sqlalchemy import Select, Text, bindparam, cast, select
 
 from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, Project, Skill
 from .common import commit
-from .lookup import find_in_project, view_by_ref
-from .names import is_id, name_key, validate_name
+from .lookup import find_in_project, not_found
+from .names import id_value, is_id, name_key, validate_name
 from .projects import get_project
 from .secrets import mask_json_text, merge
-from .views import skill_query, skill_views
+from .views import skill_query, skill_statement, skill_views, views_of_skills
 
 
 def _taken(name: str) -> Conflict:
@@ -55,8 +55,27 @@ def find_skill(project: Project, ref: str) -> Skill:
 
 
 def get_skill(project_name: str, ref: str) -> dict[str, Any]:
-    """One skill by name or ID, as a view (one statement)."""
-    return view_by_ref(skill_views, skill_query(), Skill, "Skill", project_name, ref)
+    """One skill by name or ID, as a view: one statement, built once (the hottest read)."""
+    statement, params = _skill_by_ref(project_name, ref)
+    views = views_of_skills(statement, params)
+    if not views:
+        raise not_found("Skill", ref, get_project(project_name).name)
+    return views[0]
+
+
+def _skill_in_project(where: Any) -> Select:
+    return skill_statement(skill_query().join(Project, Project.id == Skill.project_id)
+                           .where(Project.name_key == bindparam("project"), where))
+
+
+_SKILL_BY_NAME = _skill_in_project(Skill.name_key == bindparam("ref"))
+_SKILL_BY_ID = _skill_in_project(Skill.id == bindparam("ref"))
+
+
+def _skill_by_ref(project_name: str, ref: str) -> tuple[Select, dict[str, Any]]:
+    if is_id(ref):
+        return _SKILL_BY_ID, {"project": name_key(project_name), "ref": id_value(ref)}
+    return _SKILL_BY_NAME, {"project": name_key(project_name), "ref": name_key(ref)}
 
 
 def _view(project: Project, skill_id: int) -> dict[str, Any]:

@@ -23,8 +23,13 @@ AGENT_COLUMNS = (_agents.id, _agents.name, _agents.project_id, _agents.model_nam
                  _agents.prompt_template, _agents.created_at, _agents.updated_at)
 
 
-def _rows(query: Select) -> list:
-    return db.session.connection().execute(query).all()
+# The agent links of each skill, aliased: the skill query may join agent_skills itself. Built
+# once: an alias made per call re-creates its column proxies every time.
+_SKILL_USERS = AgentSkill.__table__.alias("skill_users")
+
+
+def _rows(query: Select, params: dict[str, Any] | None = None) -> list:
+    return db.session.connection().execute(query, params).all()
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -39,26 +44,36 @@ def agent_query() -> Select:
     return select(*AGENT_COLUMNS)
 
 
+def skill_statement(query: Select, order: tuple = (_skills.id,)) -> Select:
+    """The one statement of a skill view: ``query`` (built on ``skill_query()``) LEFT JOIN
+    the skills' agent links, a row per (skill, agent), in ``order``."""
+    users = _SKILL_USERS
+    return (query.add_columns(users.c.agent_id.label("agent_id"))
+            .outerjoin(users, users.c.skill_id == _skills.id)
+            .order_by(*order, users.c.agent_id))
+
+
 def skill_views(query: Select, order: tuple = (_skills.id,)) -> list[dict[str, Any]]:
     """The skills ``query`` (built on ``skill_query()``) selects, in ``order``, with their
-    ``agent_ids``.
+    ``agent_ids``."""
+    return views_of_skills(skill_statement(query, order))
 
-    One statement: the skills LEFT JOIN their agent links, a row per (skill, agent).
-    """
-    users = AgentSkill.__table__.alias("skill_users")  # the query may join agent_skills
-    joined = (query.add_columns(users.c.agent_id.label("agent_id"))
-              .outerjoin(users, users.c.skill_id == _skills.id)
-              .order_by(*order, users.c.agent_id))
+
+def views_of_skills(statement: Select, params: dict[str, Any] | None = None
+                    ) -> list[dict[str, Any]]:
+    """Run a ``skill_statement`` (with its bound ``params``) into skill views."""
     views: dict[int, dict[str, Any]] = {}
-    for r in _rows(joined):
-        view = views.get(r.id)
+    # Tuple unpacking, not Row attributes: this loop runs once per skill of a listing.
+    for skill_id, name, project_id, type_, params_, created, updated, agent_id in _rows(
+            statement, params):
+        view = views.get(skill_id)
         if view is None:
-            view = views[r.id] = {
-                "id": r.id, "name": r.name, "project_id": r.project_id, "type": r.type,
-                "params": r.params, "agent_ids": [],
-                "created_at": _iso(r.created_at), "updated_at": _iso(r.updated_at)}
-        if r.agent_id is not None and r.agent_id not in view["agent_ids"]:
-            view["agent_ids"].append(r.agent_id)
+            view = views[skill_id] = {
+                "id": skill_id, "name": name, "project_id": project_id, "type": type_,
+                "params": params_, "agent_ids": [],
+                "created_at": created.isoformat(), "updated_at": updated.isoformat()}
+        if agent_id is not None and agent_id not in view["agent_ids"]:
+            view["agent_ids"].append(agent_id)
     return list(views.values())
 
 
