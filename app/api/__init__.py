@@ -23,6 +23,18 @@ def register_blueprints(app: Flask, api: Api) -> None:
     app.register_blueprint(agents.blp, url_prefix="/projects/<string:project>",
                            name="agents_unprefixed")
     _document_unprefixed(api)
+    _document_security(api)
+
+
+def _document_security(api: Api) -> None:
+    """The three ways to sign in (used when QUARRY_AUTH_REQUIRED is on; docs/deploy.md)."""
+    spec = api.spec
+    spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
+    spec.components.security_scheme("apiKey", {"type": "apiKey", "in": "header",
+                                               "name": "X-Api-Key"})
+    spec.components.security_scheme("session", {"type": "apiKey", "in": "cookie",
+                                                "name": "session"})
+    spec.options["security"] = [{"bearer": []}, {"apiKey": []}, {"session": []}, {}]
 
 
 def _document_unprefixed(api: Api) -> None:

@@ -41,3 +41,11 @@ def test_openapi_documents_errors_as_problem_documents(client):
     assert agent["model_name"]["nullable"] and agent["prompt_template"]["nullable"]
     project = spec["components"]["schemas"]["ProjectIn"]["properties"]["name"]
     assert project["pattern"].startswith("^[A-Za-z_-]")
+
+
+def test_openapi_documents_the_ways_to_sign_in(client):
+    spec = client.get("/api/openapi.json").get_json()
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["bearer"] == {"type": "http", "scheme": "bearer"}
+    assert schemes["apiKey"]["name"] == "X-Api-Key" and schemes["session"]["in"] == "cookie"
+    assert {} in spec["security"]  # anonymous access is allowed while auth is off
