@@ -9,7 +9,7 @@ from ..errors import Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
-from .common import commit
+from .common import commit, retried_on_race
 from .lookup import find_in_project, view_by_ref
 from .names import name_key, validate_name
 from .projects import get_project
@@ -110,6 +110,7 @@ def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     return _view(agent.id)
 
 
+@retried_on_race
 def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str, Any]:
     project = get_project(project_name)
     agent = find_agent(project, ref)

@@ -1,11 +1,24 @@
 """Transaction helpers shared by the services."""
 
+import functools
+import random
+import time
 from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
 
-from ..errors import QuarryError
+from ..errors import Conflict, QuarryError
 from ..extensions import db
+
+P = ParamSpec("P")
+R = TypeVar("R")
+ATTEMPTS = 20
+
+
+class Raced(Exception):
+    """Another request changed what this one read; the operation must run again."""
 
 
 def commit(on_integrity_error: Callable[[], QuarryError]) -> None:
@@ -19,3 +32,24 @@ def commit(on_integrity_error: Callable[[], QuarryError]) -> None:
     except IntegrityError as exc:
         db.session.rollback()
         raise on_integrity_error() from exc
+
+
+def retried_on_race(operation: Callable[P, R]) -> Callable[P, R]:
+    """Run a read-merge-write service operation again when another request won the race.
+
+    A stale row version (``StaleDataError``, see ``store.types.Versioned``) or ``Raced``
+    rolls back and re-reads; the merge is then made into what the other request wrote.
+    """
+
+    @functools.wraps(operation)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        for attempt in range(ATTEMPTS):
+            try:
+                return operation(*args, **kwargs)
+            except (StaleDataError, Raced):
+                db.session.rollback()
+                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # let the winner finish
+        raise Conflict("The object kept changing while this request updated it; try again",
+                       title="Concurrent update")
+
+    return run

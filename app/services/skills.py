@@ -8,7 +8,7 @@ from sqlalchemy import Select, Text, bindparam, cast, select
 from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, Project, Skill
-from .common import commit
+from .common import Raced, commit, retried_on_race
 from .lookup import find_in_project, not_found
 from .names import id_value, is_id, name_key, validate_name
 from .projects import get_project
@@ -119,6 +119,7 @@ def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     return _view(project, skill.id)
 
 
+@retried_on_race
 def put_skill(project_name: str, ref: str, data: dict[str, Any]
               ) -> tuple[dict[str, Any], bool]:
     """Update the skill ``ref``; if there is none, create it with the path's name.
@@ -137,7 +138,10 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
                              + " and ".join(missing),
                              errors={f: ["Missing data for required field."] for f in missing}
                              ) from None
-        return create_skill(project_name, {**data, "name": ref}), True
+        try:
+            return create_skill(project_name, {**data, "name": ref}), True
+        except Conflict:
+            raise Raced from None  # created meanwhile by another PUT: update that one
     if data.get("name") is not None:
         skill.name = validate_name("skill", data["name"])
         skill.name_key = name_key(skill.name)

@@ -4,10 +4,10 @@ from sqlalchemy import JSON, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
-from .types import InProject
+from .types import InProject, Versioned
 
 
-class Skill(InProject, db.Model):
+class Skill(InProject, Versioned, db.Model):
     __tablename__ = "skills"
     __table_args__ = (UniqueConstraint("project_id", "name_key"),
                       {"sqlite_autoincrement": True})

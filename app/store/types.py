@@ -46,3 +46,16 @@ class InProject:
     name_key: Mapped[str] = mapped_column(String(63))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class Versioned:
+    """A row version, checked by every ORM update (``UPDATE … WHERE row_version = n``).
+
+    Updates merge into what they read (params key by key): two requests merging at once
+    would otherwise each write their own merge and one set of keys would be lost. The
+    second writer's update matches no row instead, and the service runs it again on the
+    fresh row.
+    """
+
+    row_version: Mapped[int] = mapped_column(server_default="1")
+    __mapper_args__ = {"version_id_col": row_version}

@@ -63,3 +63,49 @@ def test_concurrent_param_merges_lose_no_keys_on_distinct_skills(app, client):
     for i in range(8):
         assert client.get(f"/api/projects/p1/skills/s{i}").get_json()["params"] == {
             "source": "kb", "k": i}
+
+
+def _merge_race(app, url: str, wrapper: str) -> list[int]:
+    barrier = threading.Barrier(8)
+
+    def put(i):
+        c = app.test_client()
+        barrier.wait()
+        return c.put(url, json={wrapper: {"params": {f"k{i}": i}}}).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(put, range(8)))
+
+
+def test_concurrent_merges_into_one_skill_lose_no_key(app, client):
+    client.post("/api/projects", json={"name": "p1"})
+    client.post("/api/projects/p1/skills", json=skill_body("s1"))
+    assert _merge_race(app, "/api/projects/p1/skills/s1", "skill") == [200] * 8
+    params = client.get("/api/projects/p1/skills/s1").get_json()["params"]
+    assert params == {"source": "kb", **{f"k{i}": i for i in range(8)}}
+
+
+def test_concurrent_merges_into_one_agent_lose_no_key(app, client):
+    client.post("/api/projects", json={"name": "p1"})
+    client.post("/api/projects/p1/agents", json={"agent": {"name": "a1", "params": {"x": 0}}})
+    assert _merge_race(app, "/api/projects/p1/agents/a1", "agent") == [200] * 8
+    params = client.get("/api/projects/p1/agents/a1").get_json()["params"]
+    assert params == {"x": 0, **{f"k{i}": i for i in range(8)}}
+
+
+def test_concurrent_puts_creating_one_skill(app, client):
+    client.post("/api/projects", json={"name": "p1"})
+    barrier = threading.Barrier(8)
+
+    def put(i):
+        c = app.test_client()
+        barrier.wait()
+        return c.put("/api/projects/p1/skills/fresh", json={"skill": {
+            "type": "retrieval", "params": {f"k{i}": i}}}).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = sorted(pool.map(put, range(8)))
+    assert statuses == [200] * 7 + [201]
+    skills = client.get("/api/projects/p1/skills").get_json()
+    assert len(skills) == 1
+    assert skills[0]["params"] == {f"k{i}": i for i in range(8)}
