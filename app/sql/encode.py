@@ -19,6 +19,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+import orjson
 from flask import Response, after_this_request, current_app
 
 from .errors import ErrorCode
@@ -54,7 +55,43 @@ def _finite(value: Any) -> Any:
 
 
 def dumps(body: dict[str, Any]) -> bytes:
-    """Encode a response body (whose ``data`` holds raw driver values) to JSON bytes."""
+    """Encode a response body (whose ``data`` holds raw driver values) to JSON bytes.
+
+    orjson does the common types natively (NaN/±inf as null, dates and times as ISO 8601,
+    UUIDs) several times faster; a Decimal goes in as its exact digits. What orjson refuses
+    (integers beyond 64 bits, zone-aware times, non-string keys in JSON values) takes the
+    standard encoder's path below, which handles everything.
+    """
+    try:
+        return orjson.dumps(body, default=_orjson_default)
+    except (TypeError, orjson.JSONEncodeError):
+        return _dumps_stdlib(body)
+
+
+def _orjson_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return orjson.Fragment(str(value)) if value.is_finite() else None
+    if isinstance(value, datetime | date | time):
+        raise TypeError("left to the standard encoder")  # e.g. a time with a zone
+    return _convert(value)
+
+
+def _convert(value: Any) -> Any:
+    """JSON form of a value neither encoder knows (Decimal excepted)."""
+    if isinstance(value, timedelta):
+        return iso_duration(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, uuid.UUID | ipaddress._BaseAddress | ipaddress._BaseNetwork):
+        return str(value)
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if isinstance(value, float):  # a float subclass the C encoder refused
+        return _finite(float(value))
+    return str(value)
+
+
+def _dumps_stdlib(body: dict[str, Any]) -> bytes:
     marker = f"@@quarry-decimal-{secrets.token_hex(8)}@@"
     saw_decimal = False
 
@@ -67,17 +104,7 @@ def dumps(body: dict[str, Any]) -> bytes:
             return marker + str(value)  # spliced in as a bare number below
         if isinstance(value, datetime | date | time):
             return value.isoformat()
-        if isinstance(value, timedelta):
-            return iso_duration(value)
-        if isinstance(value, bytes | bytearray | memoryview):
-            return base64.b64encode(bytes(value)).decode("ascii")
-        if isinstance(value, uuid.UUID | ipaddress._BaseAddress | ipaddress._BaseNetwork):
-            return str(value)
-        if isinstance(value, set | frozenset):
-            return list(value)
-        if isinstance(value, float):  # a float subclass the C encoder refused
-            return _finite(float(value))
-        return str(value)
+        return _convert(value)
 
     try:
         text = json.dumps(body, default=convert, ensure_ascii=False, allow_nan=False,
