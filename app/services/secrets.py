@@ -1,18 +1,17 @@
 """Write-only values: secrets are stored but never returned in clear."""
 
 import json
-import re
 from typing import Any
 
 MASK = "********"
 SECRET_MARKERS = ("api_key", "password", "secret", "token")
 
 
-_SECRET_KEY = re.compile("|".join(SECRET_MARKERS), re.IGNORECASE)
-
-
 def is_secret_key(key: str) -> bool:
-    return _SECRET_KEY.search(key) is not None
+    # Plain substring tests on the lower-cased key: several times faster than one
+    # case-insensitive regex, and this runs for every key of every listed object.
+    lowered = key.lower()
+    return any(marker in lowered for marker in SECRET_MARKERS)
 
 
 def mask(value: Any) -> Any:
@@ -33,7 +32,7 @@ def mask_json_text(text: str | None) -> str:
     """
     if text is None:
         return "{}"
-    if _SECRET_KEY.search(text) is None:
+    if not is_secret_key(text):  # no marker anywhere in the text: no secret in it
         return text
     return json.dumps(mask(json.loads(text)))
 

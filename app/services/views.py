@@ -6,21 +6,31 @@ the number of rows), and the output schemas dump them as they are.
 """
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, String, select, type_coerce
 
 from ..extensions import db
 from ..store import Agent, AgentSkill, Skill
 
 # Table columns (Core), not ORM attributes: rows come back without the ORM's loading work.
 _skills, _agents, _links = Skill.__table__.c, Agent.__table__.c, AgentSkill.__table__.c
+
+
+def _stamp_column(column: Any) -> Any:
+    # Read as the driver gives it (SQLite: the stored text), not through UTCDateTime: a
+    # listing's timestamps are only ever printed, and parsing 2 000 of them cost a third of
+    # the time of listing 1 000 skills. _iso() prints both forms the same way.
+    return type_coerce(column, String).label(column.name)
+
+
 SKILL_COLUMNS = (_skills.id, _skills.name, _skills.project_id, _skills.type, _skills.params,
-                 _skills.created_at, _skills.updated_at)
+                 _stamp_column(_skills.created_at), _stamp_column(_skills.updated_at))
 AGENT_COLUMNS = (_agents.id, _agents.name, _agents.project_id, _agents.model_name,
                  _agents.provider, _agents.params, _agents.model, _agents.data,
-                 _agents.prompt_template, _agents.created_at, _agents.updated_at)
+                 _agents.prompt_template, _stamp_column(_agents.created_at),
+                 _stamp_column(_agents.updated_at))
 
 
 # The agent links of each skill, aliased: the skill query may join agent_skills itself. Built
@@ -32,8 +42,15 @@ def _rows(query: Select, params: dict[str, Any] | None = None) -> list:
     return db.session.connection().execute(query, params).all()
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+def _iso(value: datetime | str | None) -> str | None:
+    """ISO 8601 in UTC, from a timestamp read by ``_stamp_column``."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # SQLite's stored UTC text: 2026-11-21 23:00:00.123456
+        return value.replace(" ", "T", 1) + "+00:00"
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat()
 
 
 def skill_query() -> Select:
@@ -71,7 +88,7 @@ def views_of_skills(statement: Select, params: dict[str, Any] | None = None
             view = views[skill_id] = {
                 "id": skill_id, "name": name, "project_id": project_id, "type": type_,
                 "params": params_, "agent_ids": [],
-                "created_at": created.isoformat(), "updated_at": updated.isoformat()}
+                "created_at": _iso(created), "updated_at": _iso(updated)}
         if agent_id is not None and agent_id not in view["agent_ids"]:
             view["agent_ids"].append(agent_id)
     return list(views.values())

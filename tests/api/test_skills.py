@@ -199,3 +199,18 @@ def test_secret_params_are_write_only(client, p1):
         stored = db.session.scalars(db.select(Skill)).one()
         assert stored.params["api_key"] == "sk-123"
         assert stored.params["source"] == "kb2"
+
+
+def test_timestamps_are_iso_8601_utc_on_every_store(client, p1):
+    from datetime import UTC, datetime, timedelta
+
+    created = client.post("/api/projects/p1/skills", json=skill_body("s1")).get_json()
+    client.post("/api/projects/p1/agents", json={"agent": {"name": "a1", "skills": ["s1"]}})
+    listed = client.get("/api/projects/p1/skills").get_json()[0]
+    agent = client.get("/api/projects/p1/agents/a1").get_json()
+    for stamp in (created["created_at"], listed["updated_at"], agent["created_at"],
+                  agent["skills"][0]["created_at"]):
+        parsed = datetime.fromisoformat(stamp)
+        assert parsed.utcoffset() == timedelta(0), stamp
+        assert abs(datetime.now(UTC) - parsed) < timedelta(minutes=5)
+    assert listed["created_at"] == created["created_at"]
