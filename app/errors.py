@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import Flask, Response, json
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import exc as orm_exc
 from werkzeug.exceptions import HTTPException
 
 PROBLEM_JSON = "application/problem+json"
@@ -147,8 +148,17 @@ def _from_unexpected(error: Exception) -> Response:
     return problem(500, "Internal server error", "An unexpected error occurred; it was logged")
 
 
+def _from_deleted_row(error: orm_exc.ObjectDeletedError) -> Response:
+    # A row another request deleted while this one was using it.
+    from .extensions import db
+    db.session.rollback()
+    return problem(409, "Conflict", "The object was deleted by another request while this one "
+                   "used it; read it again")
+
+
 def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(QuarryError, _from_quarry_error)
     app.register_error_handler(HTTPException, from_http_exception)
     app.register_error_handler(sa_exc.DBAPIError, _from_store_error)
+    app.register_error_handler(orm_exc.ObjectDeletedError, _from_deleted_row)
     app.register_error_handler(Exception, _from_unexpected)

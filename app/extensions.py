@@ -46,6 +46,8 @@ class QuarryApi(Api):
             del self.DEFAULT_RESPONSE_CONTENT_TYPE  # success responses stay application/json
 
 
-db = SQLAlchemy(model_class=Base)
+# Objects stay readable after a commit: a service reads the id of what it just wrote, and
+# reloading it could meet a row another request deleted in between.
+db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
 migrate = Migrate()
 api = QuarryApi()

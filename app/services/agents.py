@@ -10,7 +10,7 @@ from ..extensions import db
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
 from .common import commit, retried_on_race
-from .lookup import find_in_project, view_by_ref
+from .lookup import find_in_project, taken_or_gone, view_by_ref
 from .names import name_key, validate_name
 from .projects import get_project
 from .secrets import keep_masked, merge
@@ -46,7 +46,12 @@ def get_agent(project_name: str, ref: str) -> dict[str, Any]:
 
 
 def _view(agent_id: int) -> dict[str, Any]:
-    return agent_views(agent_query().where(Agent.id == agent_id))[0]
+    """The view of an agent just written (gone if another request deleted it since: 404)."""
+    views = agent_views(agent_query().where(Agent.id == agent_id))
+    if not views:
+        raise NotFound(f"Agent {agent_id} was deleted by another request",
+                       title="Agent not found")
+    return views[0]
 
 
 def _skill_specs(items: list[Any]) -> list[tuple[str, dict[str, Any] | None]]:
@@ -106,7 +111,7 @@ def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     with db.session.no_autoflush:
         _attach(project, agent, _skill_specs(data.get("skills") or []))
     db.session.add(agent)
-    commit(lambda: _taken(name))
+    commit(taken_or_gone(project, lambda: _taken(name)))
     return _view(agent.id)
 
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from sqlalchemy import Select
 
-from ..errors import NotFound
+from ..errors import NotFound, QuarryError
 from ..extensions import db
 from ..store import Project
 from .names import name_key, where_ref
@@ -15,6 +15,25 @@ from .projects import get_project
 def not_found(kind: str, ref: str, project_name: str) -> NotFound:
     return NotFound(f"{kind} '{ref}' does not exist in project '{project_name}'",
                     title=f"{kind} not found")
+
+
+def taken_or_gone(project: Project, taken: Callable[[], QuarryError]
+                  ) -> Callable[[], QuarryError]:
+    """The error of an insert into ``project`` refused by a constraint: the name is taken
+    (409) — or the project was deleted meanwhile and its foreign key refused the row (404).
+
+    Returns the callable ``common.commit`` wants; the project's id and name are read now,
+    while the object is loaded (after the rollback it would be reloaded from a gone row).
+    """
+    project_id, project_name = project.id, project.name
+
+    def error() -> QuarryError:
+        if db.session.get(Project, project_id) is None:
+            return NotFound(f"Project '{project_name}' does not exist",
+                            title="Project not found")
+        return taken()
+
+    return error
 
 
 def find_in_project(query: Select, entity: Any, kind: str, project: Project, ref: str) -> Any:

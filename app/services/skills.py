@@ -9,7 +9,7 @@ from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, Project, Skill
 from .common import Raced, commit, retried_on_race
-from .lookup import find_in_project, not_found
+from .lookup import find_in_project, not_found, taken_or_gone
 from .names import id_value, is_id, name_key, validate_name
 from .projects import get_project
 from .secrets import mask_json_text, merge
@@ -79,7 +79,11 @@ def _skill_by_ref(project_name: str, ref: str) -> tuple[Select, dict[str, Any]]:
 
 
 def _view(project: Project, skill_id: int) -> dict[str, Any]:
-    return skill_views(skill_query().where(Skill.id == skill_id))[0]
+    """The view of a skill just written (gone if another request deleted it since: 404)."""
+    views = skill_views(skill_query().where(Skill.id == skill_id))
+    if not views:
+        raise not_found("Skill", str(skill_id), project.name)
+    return views[0]
 
 
 def _check_params(skill_type: str, params: dict[str, Any]) -> None:
@@ -115,7 +119,7 @@ def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     skill = Skill(project_id=project.id, name=name, name_key=name_key(name),
                   type=data["type"], params=params)
     db.session.add(skill)
-    commit(lambda: _taken(name))
+    commit(taken_or_gone(project, lambda: _taken(name)))
     return _view(project, skill.id)
 
 

@@ -109,3 +109,32 @@ def test_concurrent_puts_creating_one_skill(app, client):
     skills = client.get("/api/projects/p1/skills").get_json()
     assert len(skills) == 1
     assert skills[0]["params"] == {f"k{i}": i for i in range(8)}
+
+
+def test_creates_racing_a_project_delete_are_201_or_404(app, client):
+    client.post("/api/projects", json={"name": "p1"})
+    barrier = threading.Barrier(9)
+
+    def create(i):
+        c = app.test_client()
+        barrier.wait()
+        return c.post("/api/projects/p1/skills", json=skill_body(f"s{i}")).status_code
+
+    def delete(_):
+        c = app.test_client()
+        barrier.wait()
+        return c.delete("/api/projects/p1?cascade=true").status_code
+
+    with ThreadPoolExecutor(9) as pool:
+        creates = [pool.submit(create, i) for i in range(8)]
+        deleted = pool.submit(delete, None)
+        statuses = {f.result() for f in creates}
+    assert deleted.result() in (204, 409)  # 409: a skill landed between its check and delete
+    assert statuses <= {201, 404}, statuses
+    from app.extensions import db
+    from app.store import Project, Skill
+
+    with app.app_context():  # no skill outlives its project
+        orphans = db.session.scalars(db.select(Skill).where(
+            Skill.project_id.not_in(db.select(Project.id)))).all()
+        assert orphans == []
