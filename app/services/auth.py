@@ -189,13 +189,14 @@ def _ledger_key(kind: str, value: str) -> str:
 
 
 def _refuse_when_over_limit(keys: list[str], now: datetime) -> None:
+    # The counts include the attempt being made (see sign_in): more than the limit refuses.
     window = timedelta(seconds=current_app.config["LOGIN_WINDOW_S"])
     limit = current_app.config["LOGIN_MAX_FAILURES"]
     rows = db.session.execute(
         select(LoginFailure.key, func.count(), func.min(LoginFailure.failed_at))
         .where(LoginFailure.key.in_(keys), LoginFailure.failed_at > now - window)
         .group_by(LoginFailure.key)).all()
-    over = [oldest for _key, count, oldest in rows if count >= limit]
+    over = [oldest for _key, count, oldest in rows if count > limit]
     if over:
         retry_after = max(1, int((min(over) + window - now).total_seconds()) + 1)
         log.warning("sign-in refused: too many failures for this user name or address")
@@ -213,7 +214,21 @@ def sign_in(username: str, password: str, client_addr: str | None) -> Grant:
     now = utcnow()
     user_key = _ledger_key("user", _user_key(username))
     addr_key = _ledger_key("addr", client_addr or "unknown")
-    _refuse_when_over_limit([user_key, addr_key], now)
+    # The attempt is recorded as a failure *before* the limit is checked and the password
+    # hashed: checking first let every request of a parallel burst pass the check before any
+    # of them had counted (16 guesses with 2 workers x 8 threads, not LOGIN_MAX_FAILURES).
+    # Committed first, each attempt sees those before it, so at most the limit get through.
+    attempt = [LoginFailure(key=key, failed_at=now) for key in (user_key, addr_key)]
+    db.session.add_all(attempt)
+    db.session.commit()
+    attempt_ids = [row.id for row in attempt]
+    try:
+        _refuse_when_over_limit([user_key, addr_key], now)
+    except TooManyRequests:
+        # A refused attempt is not a failed password check: it must not prolong the lock.
+        db.session.execute(delete(LoginFailure).where(LoginFailure.id.in_(attempt_ids)))
+        db.session.commit()
+        raise
 
     user = db.session.scalar(select(User).where(User.name_key == _user_key(username)))
     stored = user.password_hash if user is not None else _dummy_hash()
@@ -221,8 +236,6 @@ def sign_in(username: str, password: str, client_addr: str | None) -> Grant:
     if not valid:
         window = timedelta(seconds=current_app.config["LOGIN_WINDOW_S"])
         db.session.execute(delete(LoginFailure).where(LoginFailure.failed_at <= now - window))
-        db.session.add_all([LoginFailure(key=user_key, failed_at=now),
-                            LoginFailure(key=addr_key, failed_at=now)])
         db.session.commit()
         log.info("sign-in failed (%s) from %s",
                  "wrong password" if user is not None else "unknown user", client_addr)
@@ -230,7 +243,8 @@ def sign_in(username: str, password: str, client_addr: str | None) -> Grant:
 
     token, selector, token_hash = _new_token(SESSION_PREFIX)
     expires_at = now + timedelta(seconds=current_app.config["SESSION_TTL_S"])
-    db.session.execute(delete(LoginFailure).where(LoginFailure.key == user_key))
+    db.session.execute(delete(LoginFailure).where(
+        (LoginFailure.key == user_key) | LoginFailure.id.in_(attempt_ids)))
     db.session.execute(delete(UserSession).where(UserSession.user_id == user.id,
                                                  UserSession.expires_at < now))
     db.session.add(UserSession(user=user, selector=selector, token_hash=token_hash,

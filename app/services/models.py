@@ -25,7 +25,8 @@ from ..sql.gate import gate
 from ..sql.sources import current_sources
 from ..store import MLModel
 from ..store.types import utcnow
-from .common import commit
+from .common import Raced, commit, retried_on_race
+from .lookup import taken_or_gone
 from .names import is_id, name_key, validate_name
 from .projects import get_project
 from .trainer import trainer_alive
@@ -69,6 +70,25 @@ def create_model(project: str, query: str | CreatePredictor) -> MLModel:
     """Record a model from a CREATE MODEL statement and train it (in the background unless
     ``USING join_learn_process = true``). A model name taken in the project → 409."""
     statement = query if isinstance(query, CreatePredictor) else parse_create_model(query)
+    model, created = _record_model(statement, project)
+    if not created:
+        return model
+    options = model.training_options
+    name = model.name
+    future = current_app.extensions["quarry.trainer"].submit(model.id, run_training)
+    if options["using"].get("join_learn_process"):
+        future.result()
+        db.session.refresh(model)
+        if model.status == "error":
+            raise BadRequest(f"Training of model '{name}' failed: {model.error}",
+                             title="Training failed", model=name, model_status="error")
+    return model
+
+
+@retried_on_race
+def _record_model(statement: CreatePredictor, project: str) -> tuple[MLModel, bool]:
+    """The new model's record, committed, and True; or the existing one and False when the
+    statement says ``IF NOT EXISTS`` and the name is taken."""
     target_project = get_project(_statement_project(statement, project))
     name = validate_name("model", statement.name.parts[-1])
     options = _training_options(statement)
@@ -78,7 +98,7 @@ def create_model(project: str, query: str | CreatePredictor) -> MLModel:
     elif statement.if_not_exists:
         existing = _find(target_project.id, name, None)
         if existing is not None:
-            return existing
+            return existing, False
 
     model = MLModel(project_id=target_project.id, name=name, name_key=name_key(name),
                     version=1, active=True, status="generating", predict=options["target"],
@@ -87,16 +107,18 @@ def create_model(project: str, query: str | CreatePredictor) -> MLModel:
                     trainer=current_app.extensions["quarry.trainer"].ident,
                     heartbeat_at=utcnow())
     db.session.add(model)
-    commit(lambda: Conflict(f"Model '{name}' already exists in project "
-                            f"'{target_project.name}'", title="Model already exists"))
-    future = current_app.extensions["quarry.trainer"].submit(model.id, run_training)
-    if options["using"].get("join_learn_process"):
-        future.result()
-        db.session.refresh(model)
-        if model.status == "error":
-            raise BadRequest(f"Training of model '{name}' failed: {model.error}",
-                             title="Training failed", model=name, model_status="error")
-    return model
+    try:
+        # The insert is also refused when the project was deleted meanwhile: then 404.
+        commit(taken_or_gone(target_project, lambda: Conflict(
+            f"Model '{name}' already exists in project '{target_project.name}'",
+            title="Model already exists")))
+    except Conflict:
+        if statement.is_replace or statement.if_not_exists:
+            # Another request created the name between the delete (or lookup) and this
+            # insert: OR REPLACE replaces that model too, IF NOT EXISTS returns it.
+            raise Raced from None
+        raise
+    return model, True
 
 
 def _statement_project(statement: CreatePredictor, project: str) -> str:

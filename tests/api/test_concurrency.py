@@ -66,15 +66,7 @@ def test_concurrent_param_merges_lose_no_keys_on_distinct_skills(app, client):
 
 
 def _merge_race(app, url: str, wrapper: str) -> list[int]:
-    barrier = threading.Barrier(8)
-
-    def put(i):
-        c = app.test_client()
-        barrier.wait()
-        return c.put(url, json={wrapper: {"params": {f"k{i}": i}}}).status_code
-
-    with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(put, range(8)))
+    return race(app, "put", url, [{wrapper: {"params": {f"k{i}": i}}} for i in range(8)])
 
 
 def test_concurrent_merges_into_one_skill_lose_no_key(app, client):
@@ -95,16 +87,8 @@ def test_concurrent_merges_into_one_agent_lose_no_key(app, client):
 
 def test_concurrent_puts_creating_one_skill(app, client):
     client.post("/api/projects", json={"name": "p1"})
-    barrier = threading.Barrier(8)
-
-    def put(i):
-        c = app.test_client()
-        barrier.wait()
-        return c.put("/api/projects/p1/skills/fresh", json={"skill": {
-            "type": "retrieval", "params": {f"k{i}": i}}}).status_code
-
-    with ThreadPoolExecutor(8) as pool:
-        statuses = sorted(pool.map(put, range(8)))
+    bodies = [{"skill": {"type": "retrieval", "params": {f"k{i}": i}}} for i in range(8)]
+    statuses = sorted(race(app, "put", "/api/projects/p1/skills/fresh", bodies))
     assert statuses == [200] * 7 + [201]
     skills = client.get("/api/projects/p1/skills").get_json()
     assert len(skills) == 1

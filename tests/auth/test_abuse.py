@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import statistics
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -93,6 +95,30 @@ def test_a_successful_sign_in_clears_the_user_count_not_the_address_count(make_a
     assert sign_in(client, headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 200
     _fail(client, "third", addr="198.51.100.7")
     assert_problem(sign_in(client, headers={"X-Forwarded-For": "198.51.100.7"}), 429)
+
+
+def test_a_parallel_burst_of_wrong_passwords_gets_no_more_guesses_than_the_limit(
+        make_auth_app):
+    # Checking the count before recording the failure let every request of a burst through
+    # (2 gunicorn workers x 8 threads: 16 password guesses against a limit of 5).
+    app = make_auth_app(LOGIN_MAX_FAILURES=3, PROXY_HOPS=1)
+    add_user(app)
+    racers = 12
+    barrier = threading.Barrier(racers)
+
+    def guess(i):
+        client = app.test_client()
+        barrier.wait()
+        return _fail(client, addr=f"203.0.113.{i}").status_code
+
+    with ThreadPoolExecutor(racers) as pool:
+        statuses = list(pool.map(guess, range(racers)))
+    assert statuses.count(401) <= 3 and statuses.count(401) + statuses.count(429) == racers
+    # Refused attempts are not failures: one by one, the guesses left are exactly the rest.
+    client = app.test_client()
+    for i in range(3 - statuses.count(401)):
+        assert_problem(_fail(client, addr=f"198.51.100.{i}"), 401)
+    assert_problem(sign_in(client, headers={"X-Forwarded-For": "198.51.100.99"}), 429)
 
 
 def test_failures_expire_with_the_window(make_auth_app):
