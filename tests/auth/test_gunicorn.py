@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import requests
@@ -19,26 +13,12 @@ import requests
 from app import create_app
 from app.config import load_settings
 from app.extensions import db
+from tests.live import flask, quarry_env, serving
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 PASSWORD = "gunicorn test password"
 SECRET_KEY = "gunicorn-test-secret-" + "k" * 32
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _flask(env: dict, *args: str) -> str:
-    result = subprocess.run([str(BIN / "flask"), "--app", "wsgi", *args], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def _add_user_and_token(env: dict) -> str:
@@ -59,49 +39,22 @@ def _add_user_and_token(env: dict) -> str:
 def server(tmp_path_factory):
     """A gunicorn serving Quarry with sign-in on, behind one (pretend) proxy hop."""
     tmp = tmp_path_factory.mktemp("gunicorn")
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
-    env.update(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db", QUARRY_INSTANCE_PATH=str(tmp),
-               QUARRY_DEMO_SOURCE="false", QUARRY_AUTH_REQUIRED="true",
-               QUARRY_SECRET_KEY=SECRET_KEY, QUARRY_PROXY_HOPS="1", QUARRY_LOG_LEVEL="DEBUG",
-               QUARRY_BIND=f"127.0.0.1:{port}", QUARRY_WORKERS="2", QUARRY_THREADS="4",
-               QUARRY_SQL_TIMEOUT_S="4",
-               QUARRY_DATA_SOURCES=json.dumps({"slow": f"sqlite:///{tmp}/slow.db"}))
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_DEMO_SOURCE="false",
+                     QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY=SECRET_KEY,
+                     QUARRY_PROXY_HOPS="1", QUARRY_LOG_LEVEL="DEBUG", QUARRY_WORKERS="2",
+                     QUARRY_THREADS="4", QUARRY_SQL_TIMEOUT_S="4",
+                     QUARRY_DATA_SOURCES=json.dumps({"slow": f"sqlite:///{tmp}/slow.db"}))
     sqlite3.connect(tmp / "slow.db").close()
-    _flask(env, "db", "upgrade")
+    flask(env, "db", "upgrade")
     api_token = _add_user_and_token(env)
-    with open(tmp / "stdout.log", "w") as out, open(tmp / "stderr.log", "w") as err:
-        process = subprocess.Popen(
-            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"],
-            cwd=ROOT, env=env, stdout=out, stderr=err)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_until_serving(url, process, tmp)
-        yield {"url": url, "api_token": api_token, "process": process, "tmp": tmp,
+    with serving(env, tmp) as live:
+        yield {"url": live.url, "api_token": api_token, "live": live, "tmp": tmp,
                "secrets": [PASSWORD, api_token, SECRET_KEY]}
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=90)
-
-
-def _wait_until_serving(url: str, process: subprocess.Popen, tmp: Path) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if requests.get(url + "/api/status", timeout=5).status_code == 200:
-                return
-        except requests.RequestException:
-            pass  # not listening yet, or the workers still loading the app
-        assert process.poll() is None, (tmp / "stderr.log").read_text()
-        assert time.monotonic() < deadline, "gunicorn did not start"
-        time.sleep(0.3)
 
 
 def _stop_and_read_logs(server) -> tuple[int, str, str]:
-    process = server["process"]
-    process.send_signal(signal.SIGTERM)  # graceful: workers finish what they run, then exit
-    code = process.wait(timeout=90)
+    code = server["live"].stop()  # SIGTERM, graceful: workers finish what they run, then exit
     return (code, (server["tmp"] / "stdout.log").read_text(),
             (server["tmp"] / "stderr.log").read_text())
 

@@ -2,14 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pandas as pd
 import pytest
 import requests
@@ -17,50 +9,23 @@ import requests
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
 from mindsdb_sdk.skills import Skill  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+from tests.live import flask, quarry_env, serving  # noqa: E402
+
 SETOSA = {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}
 VIRGINICA = {"sepal_length": 7.7, "sepal_width": 3.0, "petal_length": 6.1, "petal_width": 2.3}
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def url(tmp_path_factory):
     """Quarry under gunicorn on a free port, with a migrated temporary SQLite store."""
     tmp = tmp_path_factory.mktemp("sdk")
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
-    env.update(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db", QUARRY_INSTANCE_PATH=str(tmp),
-               QUARRY_BIND=f"127.0.0.1:{port}", QUARRY_WORKERS="1", QUARRY_THREADS="4")
-    migrate = subprocess.run([str(BIN / "flask"), "--app", "wsgi", "db", "upgrade"], cwd=ROOT,
-                             env=env, capture_output=True, text=True, timeout=120)
-    assert migrate.returncode == 0, migrate.stderr
-    with open(tmp / "stdout.log", "w") as out, open(tmp / "stderr.log", "w") as err:
-        process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"],
-                                   cwd=ROOT, env=env, stdout=out, stderr=err)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if requests.get(base + "/api/status", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass  # not listening yet
-            assert process.poll() is None, (tmp / "stderr.log").read_text()
-            assert time.monotonic() < deadline, "gunicorn did not start"
-            time.sleep(0.3)
-        yield base
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=90)
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="1", QUARRY_THREADS="4")
+    flask(env, "db", "upgrade")
+    with serving(env, tmp) as server:
+        yield server.url
 
 
 def test_projects_and_data_sources(url):

@@ -2,10 +2,10 @@
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from datetime import timedelta
 
 import pytest
@@ -14,6 +14,7 @@ import requests
 from app.extensions import db
 from app.store import MLModel
 from app.store.types import utcnow
+from tests.live import quarry_env, serving
 from tests.models.conftest import IRIS_SQL, create, wait_for
 from tests.models.test_failures import SLOW_SELECT
 
@@ -104,44 +105,16 @@ def test_model_whose_heartbeat_stopped_ends_in_error(app, client):
     assert statuses["fresh"]["status"] == "training"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start_gunicorn(store_url: str, instance: str) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = {**os.environ, "QUARRY_DATABASE_URL": store_url, "QUARRY_INSTANCE_PATH": instance,
-           "QUARRY_BIND": f"127.0.0.1:{port}", "QUARRY_WORKERS": "1", "QUARRY_THREADS": "4"}
-    process = subprocess.Popen([os.path.join(VENV_BIN, "gunicorn"), "-c", "gunicorn.conf.py",
-                                "wsgi:app"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    return process, f"http://127.0.0.1:{port}"
-
-
-def _wait_up(base: str, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "gunicorn exited"
-        try:
-            if requests.get(f"{base}/api/status", timeout=5).status_code == 200:
-                return
-        except (requests.ConnectionError, requests.Timeout):
-            time.sleep(0.2)
-    raise AssertionError(f"gunicorn at {base} did not start")
-
-
 @pytest.mark.slow
-def test_train_in_one_process_predict_in_another(make_app, store_url, session_dir):
+def test_train_in_one_process_predict_in_another(make_app, store_url, session_dir, tmp_path):
     if store_url.startswith("sqlite"):
         pytest.skip("processes (and hosts) share a server store; two gunicorns cost ~25 s")
     make_app()  # the store is migrated; the demo file exists
-    servers = [_start_gunicorn(store_url, session_dir) for _ in range(2)]
-    try:
-        for base, process in ((b, p) for p, b in servers):
-            _wait_up(base, process)
-        (_, trainer), (_, other) = servers
+    env = quarry_env(QUARRY_DATABASE_URL=store_url, QUARRY_INSTANCE_PATH=session_dir,
+                     QUARRY_WORKERS="1", QUARRY_THREADS="4")
+    with ExitStack() as stack:
+        trainer, other = (stack.enter_context(serving(env, tmp_path / name)).url
+                          for name in ("trainer", "other"))
         assert requests.post(f"{trainer}/api/projects", json={"name": "p1"}).status_code == 201
         created = requests.post(f"{trainer}/api/projects/p1/models",
                                 json={"query": IRIS_SQL.format(name="shared")}, timeout=120)
@@ -160,8 +133,3 @@ def test_train_in_one_process_predict_in_another(make_app, store_url, session_di
         assert requests.delete(f"{other}/api/projects/p1/models/shared").status_code == 204
         assert requests.post(f"{trainer}/api/projects/p1/models/shared/predict",
                              json={"data": [{}]}).status_code == 404
-    finally:
-        for process, _ in servers:
-            process.terminate()
-        for process, _ in servers:
-            process.wait(timeout=30)

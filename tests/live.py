@@ -1,0 +1,82 @@
+"""Quarry served for real by gunicorn (with gunicorn.conf.py), for the tests that need it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def quarry_env(**settings: str) -> dict[str, str]:
+    """This environment without any QUARRY_* of the caller's, plus ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
+    env.update(settings)
+    return env
+
+
+def flask(env: dict[str, str], *args: str) -> str:
+    """Run ``flask --app wsgi ARGS`` as an operator would; its output."""
+    result = subprocess.run([str(BIN / "flask"), "--app", "wsgi", *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen
+    logs: Path  # holds stdout.log and stderr.log
+
+    def stop(self) -> int:
+        """SIGTERM (graceful: running requests finish); the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=90)
+
+
+@contextmanager
+def serving(env: dict[str, str], logs: Path) -> Iterator[Server]:
+    """gunicorn on a free port with ``env`` (its store already migrated), until the block ends.
+
+    Waits for /api/status to answer 200 (the workers load the app first).
+    """
+    port = free_port()
+    env = {**env, "QUARRY_BIND": f"127.0.0.1:{port}"}
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / "stdout.log", "w") as out, open(logs / "stderr.log", "w") as err:
+        process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"],
+                                   cwd=ROOT, env=env, stdout=out, stderr=err)
+    server = Server(f"http://127.0.0.1:{port}", process, logs)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if requests.get(server.url + "/api/status", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass  # not listening yet, or the workers still loading the app
+            assert process.poll() is None, (logs / "stderr.log").read_text()
+            assert time.monotonic() < deadline, "gunicorn did not start"
+            time.sleep(0.3)
+        yield server
+    finally:
+        server.stop()
