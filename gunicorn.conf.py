@@ -4,7 +4,6 @@ Every value can be overridden from the environment (QUARRY_BIND, QUARRY_WORKERS,
 QUARRY_THREADS, QUARRY_SQL_TIMEOUT_S) or on the command line. See docs/deploy.md.
 """
 
-import ctypes
 import gc
 import os
 
@@ -53,17 +52,8 @@ def pre_fork(server, worker):
 
 
 def post_fork(server, worker):
-    # Connections the master opened while building the app belong to the master.
+    # Connections the master opened while building the app belong to the master; the
+    # worker also tunes its allocator (app.after_fork).
     from app import after_fork
 
     after_fork(server.app.wsgi())
-    _limit_malloc_arenas(2)
-
-
-def _limit_malloc_arenas(count: int) -> None:
-    """glibc gives each thread its own malloc arena; with gthread workers the freed memory of
-    large results stays spread over all of them. Two arenas keep a worker's memory compact."""
-    try:
-        ctypes.CDLL("libc.so.6").mallopt(-8, count)  # -8: M_ARENA_MAX
-    except (OSError, AttributeError):
-        pass  # not glibc: nothing to tune

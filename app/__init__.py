@@ -16,6 +16,7 @@ from .errors import register_error_handlers
 from .extensions import api as openapi  # not `api`: the app.api package would shadow it
 from .extensions import db, migrate
 from .jsonio import JSONProvider
+from .malloc import limit_arenas
 from .ops import init_ops
 from .security import init_auth
 from .services.trainer import init_trainer
@@ -115,7 +116,8 @@ def after_fork(app: Flask) -> None:
 
     Pooled connections opened in the master (start-up checks) would be shared by every
     worker's socket reads; each worker drops them, without closing the master's, and opens
-    its own.
+    its own. Two malloc arenas per worker keep the memory of large results compact.
     """
     with app.app_context():
         db.engine.dispose(close=False)
+    limit_arenas(2)

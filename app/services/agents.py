@@ -10,7 +10,7 @@ from ..extensions import db
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
 from .common import commit, retried_on_race
-from .lookup import find_in_project, taken_or_gone, view_by_ref
+from .lookup import find_in_project, not_found, taken_or_gone, view_by_ref
 from .names import name_key, validate_name
 from .projects import get_project
 from .secrets import keep_masked, merge
@@ -45,12 +45,11 @@ def get_agent(project_name: str, ref: str) -> dict[str, Any]:
     return view_by_ref(agent_views, agent_query(), Agent, "Agent", project_name, ref)
 
 
-def _view(agent_id: int) -> dict[str, Any]:
+def _view(project: Project, agent: Agent) -> dict[str, Any]:
     """The view of an agent just written (gone if another request deleted it since: 404)."""
-    views = agent_views(agent_query().where(Agent.id == agent_id))
+    views = agent_views(agent_query().where(Agent.id == agent.id))
     if not views:
-        raise NotFound(f"Agent {agent_id} was deleted by another request",
-                       title="Agent not found")
+        raise not_found("Agent", agent.name, project.name)
     return views[0]
 
 
@@ -112,7 +111,7 @@ def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
         _attach(project, agent, _skill_specs(data.get("skills") or []))
     db.session.add(agent)
     commit(taken_or_gone(project, lambda: _taken(name)))
-    return _view(agent.id)
+    return _view(project, agent)
 
 
 @retried_on_race
@@ -147,7 +146,7 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
         agent.updated_at = utcnow()
     new_name = agent.name
     commit(lambda: _taken(new_name))
-    return _view(agent.id)
+    return _view(project, agent)
 
 
 def delete_agent(project_name: str, ref: str) -> None:

@@ -27,7 +27,7 @@ from ..store import MLModel
 from ..store.types import utcnow
 from .common import Raced, commit, retried_on_race
 from .lookup import taken_or_gone
-from .names import is_id, name_key, validate_name
+from .names import id_value, is_id, name_key, validate_name
 from .projects import get_project
 from .trainer import trainer_alive
 
@@ -340,10 +340,10 @@ def get_model(project: str, ref: str) -> MLModel:
 
 def split_ref(ref: str) -> tuple[str, int | None]:
     name, dot, version = ref.rpartition(".")
-    # ASCII digits only (int() refuses "²", which isdigit() accepts), and at most 18 of them:
-    # no version is that large, and SQLite cannot bind a larger integer.
-    if dot and name and is_id(version) and len(version) <= 18:
-        return name, int(version)
+    # ASCII digits only (int() refuses "²", which isdigit() accepts); id_value() makes an
+    # over-long number one that matches no version (SQLite cannot bind it).
+    if dot and name and is_id(version):
+        return name, id_value(version)
     return ref, None
 
 

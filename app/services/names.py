@@ -35,9 +35,12 @@ def name_key(name: str) -> str:
 
 def where_ref(query: Select, entity, ref: str) -> Select:
     """Filter ``query`` to the object named ``ref``, or with ID ``ref`` when it is all digits."""
-    if is_id(ref):
-        return query.where(entity.id == id_value(ref))
-    return query.where(entity.name_key == name_key(ref))
+    return query.where((entity.id if is_id(ref) else entity.name_key) == ref_value(ref))
+
+
+def ref_value(ref: str) -> int | str:
+    """What a name-or-ID ref is compared with: the ID, or the name's key."""
+    return id_value(ref) if is_id(ref) else name_key(ref)
 
 
 def id_value(ref: str) -> int:

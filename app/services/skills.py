@@ -10,7 +10,7 @@ from ..extensions import db
 from ..store import Agent, AgentSkill, Project, Skill
 from .common import Raced, commit, retried_on_race
 from .lookup import find_in_project, not_found, taken_or_gone
-from .names import id_value, is_id, name_key, validate_name
+from .names import is_id, name_key, ref_value, validate_name
 from .projects import get_project
 from .secrets import mask_json_text, merge
 from .views import skill_query, skill_statement, skill_views, views_of_skills
@@ -73,16 +73,15 @@ _SKILL_BY_ID = _skill_in_project(Skill.id == bindparam("ref"))
 
 
 def _skill_by_ref(project_name: str, ref: str) -> tuple[Select, dict[str, Any]]:
-    if is_id(ref):
-        return _SKILL_BY_ID, {"project": name_key(project_name), "ref": id_value(ref)}
-    return _SKILL_BY_NAME, {"project": name_key(project_name), "ref": name_key(ref)}
+    statement = _SKILL_BY_ID if is_id(ref) else _SKILL_BY_NAME
+    return statement, {"project": name_key(project_name), "ref": ref_value(ref)}
 
 
-def _view(project: Project, skill_id: int) -> dict[str, Any]:
+def _view(project: Project, skill: Skill) -> dict[str, Any]:
     """The view of a skill just written (gone if another request deleted it since: 404)."""
-    views = skill_views(skill_query().where(Skill.id == skill_id))
+    views = skill_views(skill_query().where(Skill.id == skill.id))
     if not views:
-        raise not_found("Skill", str(skill_id), project.name)
+        raise not_found("Skill", skill.name, project.name)
     return views[0]
 
 
@@ -120,7 +119,7 @@ def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
                   type=data["type"], params=params)
     db.session.add(skill)
     commit(taken_or_gone(project, lambda: _taken(name)))
-    return _view(project, skill.id)
+    return _view(project, skill)
 
 
 @retried_on_race
@@ -156,7 +155,7 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
     _check_params(skill.type, skill.params)
     new_name = skill.name
     commit(lambda: _taken(new_name))
-    return _view(project, skill.id), False
+    return _view(project, skill), False
 
 
 def delete_skill(project_name: str, ref: str) -> None:

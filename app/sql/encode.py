@@ -8,7 +8,6 @@ JSON/JSONB and arrays as JSON; any other type as its text, never a 500.
 from __future__ import annotations
 
 import base64
-import ctypes
 import ipaddress
 import json
 import math
@@ -22,6 +21,7 @@ from typing import Any
 import orjson
 from flask import Response, after_this_request, current_app
 
+from ..malloc import release_free_memory
 from .errors import ErrorCode
 
 
@@ -130,18 +130,15 @@ def sql_response(body: dict[str, Any]) -> Response:
                              f"{limit} bytes; select fewer rows or columns",
             "column_names": [], "context": body.get("context", {})})
     if len(payload) > LARGE_RESULT_BYTES:
+        # The rows it was built from are freed by then: give that memory back, or a worker
+        # would stay at its largest result's size.
         after_this_request(_release_memory)
     return Response(payload, status=200, mimetype="application/json")
 
 
-# After an answer this large, the rows it was built from are freed; hand that memory back to
-# the system (glibc keeps it otherwise, and a worker would stay at its largest result's size).
 LARGE_RESULT_BYTES = 1024 * 1024
 
 
 def _release_memory(response: Response) -> Response:
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc
+    release_free_memory()
     return response
