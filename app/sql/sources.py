@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
 from .errors import ErrorCode, SqlError
+from .functions import FunctionPolicy, policy_for
 
 EXTENSION_KEY = "quarry.sources"
 DEMO_NAME = "demo"
@@ -85,6 +86,11 @@ class DataSource:
     dispose: Callable[[], None]
     engine_name: str = ""          # what SHOW DATABASES calls the engine
     info: dict[str, Any] = field(default_factory=dict)
+    functions: FunctionPolicy = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.functions is None:
+            self.functions = policy_for(self.dialect)
 
 
 class LruCache:
