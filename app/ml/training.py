@@ -72,8 +72,52 @@ def train(frame: pd.DataFrame, target: str, *, problem: str | None = None,
         return _train(frame, target, problem, validation_fraction, random_state)
 
 
+@dataclass
+class _Target:
+    """The PREDICT column, cleaned: its name in the frame, its values, and the problem."""
+
+    name: str
+    values: np.ndarray   # labels (classification) or floats (regression)
+    base: str            # normalise()'s base type: bool | int | float | string | datetime
+    problem: str
+
+
+@dataclass
+class _Selection:
+    """The candidate estimators tried, and the best one, fitted on the training part only."""
+
+    tried: list[dict[str, Any]]
+    pipeline: Pipeline
+    score: float
+
+
 def _train(frame: pd.DataFrame, target: str, problem: str | None, validation_fraction: float,
            random_state: int) -> TrainResult:
+    _check_request(frame, problem, validation_fraction)
+    frame, goal = _target(frame, target, problem)
+    columns = [infer_column(name, *normalise(frame[name]))
+               for name in frame.columns if name != goal.name]
+    used = _inputs(columns, goal.name)
+    X = prepare_frame(frame, used)  # noqa: N806 - scikit-learn's naming
+    X_fit, X_held, y_fit, y_held = _split(X, goal.values, goal.problem,  # noqa: N806
+                                          validation_fraction, random_state)
+    selection = _select(used, goal.problem, X_fit, y_fit, X_held, y_held, random_state)
+    importances = _importances(selection.pipeline, X_held, y_held, goal.problem, random_state)
+    interval = _residual_interval(selection.pipeline, X_held, y_held) \
+        if goal.problem == "regression" else None
+    # Measured on held-out rows; the model that is stored learns from every row.
+    final = clone(selection.pipeline).fit(X, goal.values)
+    _single_threaded(final)
+    accuracy = round(float(selection.score), 4)
+    description = _describe(final, goal, columns, used, selection.tried, accuracy,
+                            importances, training_rows=len(X), validation_rows=len(X_held))
+    return TrainResult(artifact=_artifact(final, goal, used, interval), accuracy=accuracy,
+                       description=description, problem=goal.problem,
+                       training_rows=int(len(X)))
+
+
+def _check_request(frame: pd.DataFrame, problem: str | None,
+                   validation_fraction: float) -> None:
     if problem is not None and problem not in PROBLEMS:
         raise TrainingError(f"problem must be one of {', '.join(PROBLEMS)}, not {problem!r}")
     if not 0.0 < validation_fraction < 1.0:
@@ -81,8 +125,12 @@ def _train(frame: pd.DataFrame, target: str, problem: str | None, validation_fra
                             f"not {validation_fraction!r}")
     if frame.shape[0] == 0:
         raise TrainingError("The training query returned no rows")
-    target = _find_column(frame, target)
 
+
+def _target(frame: pd.DataFrame, target: str, problem: str | None
+            ) -> tuple[pd.DataFrame, _Target]:
+    """The rows that have a target value, and the target: enough rows, more than one value."""
+    target = _find_column(frame, target)
     y_raw, y_base = normalise(frame[target])
     keep = y_raw.notna().to_numpy()
     frame, y_raw = frame.loc[keep], y_raw[keep]
@@ -94,72 +142,81 @@ def _train(frame: pd.DataFrame, target: str, problem: str | None, validation_fra
                             f"({y_raw.iloc[0]!r} in every row): there is nothing to predict")
     problem = _problem(target, y_raw, y_base, problem)
     y = _labels(y_raw, y_base) if problem == "classification" else y_raw.to_numpy(float)
+    return frame, _Target(target, y, y_base, problem)
 
-    columns = [infer_column(name, *normalise(frame[name]))
-               for name in frame.columns if name != target]
+
+def _inputs(columns: list[ColumnInfo], target: str) -> list[ColumnInfo]:
+    """The input columns that are used; TrainingError saying why when none is."""
     used = [c for c in columns if c.used]
     if not used:
         reasons = "; ".join(f"{c.name}: {c.reason}" for c in columns) or "no other columns"
         raise TrainingError(f"No usable input column to predict '{target}' from ({reasons})")
-    X = prepare_frame(frame, used)  # noqa: N806 - scikit-learn's naming
+    return used
 
-    X_fit, X_held, y_fit, y_held = _split(X, y, problem, validation_fraction,  # noqa: N806
-                                          random_state)
-    candidates = _candidates(problem, len(X_fit), random_state)
+
+def _select(used: list[ColumnInfo], problem: str, X_fit, y_fit, X_held, y_held,  # noqa: N803
+            random_state: int) -> _Selection:
+    """Fit every candidate on the training part, score it on the held-out part, keep the best."""
     tried: list[dict[str, Any]] = []
     best: tuple[float, Pipeline, str] | None = None
-    for name, estimator in candidates:
+    for name, estimator in _candidates(problem, len(X_fit), random_state):
         pipeline = _pipeline(used, estimator)
         started = time.perf_counter()
+        record = {"name": name, "performance": None, "training_time": None, "selected": 0,
+                  "accuracy_functions": [METRICS[problem]]}
+        tried.append(record)
         try:
             pipeline.fit(X_fit, y_fit)
             score = _score(problem, y_held, pipeline.predict(X_held))
         except (ValueError, TypeError, MemoryError) as exc:
-            tried.append({"name": name, "performance": None,
-                          "training_time": round(time.perf_counter() - started, 3),
-                          "selected": 0, "accuracy_functions": [METRICS[problem]],
-                          "error": f"{type(exc).__name__}: {exc}"})
+            record["error"] = f"{type(exc).__name__}: {exc}"
             continue
-        tried.append({"name": name, "performance": round(score, 4),
-                      "training_time": round(time.perf_counter() - started, 3),
-                      "selected": 0, "accuracy_functions": [METRICS[problem]]})
+        finally:
+            record["training_time"] = round(time.perf_counter() - started, 3)
+        record["performance"] = round(score, 4)
         if best is None or score > best[0]:
             best = (score, pipeline, name)
     if best is None:
         raise TrainingError("Every candidate estimator failed: "
                             + "; ".join(f"{t['name']}: {t['error']}" for t in tried))
-    score, held_out_model, chosen = best
+    score, pipeline, chosen = best
     for record in tried:
         record["selected"] = int(record["name"] == chosen)
+    return _Selection(tried, pipeline, score)
 
-    importances = _importances(held_out_model, X_held, y_held, problem, random_state)
-    interval = _residual_interval(held_out_model, X_held, y_held) \
-        if problem == "regression" else None
 
-    final = clone(held_out_model).fit(X, y)
-    _single_threaded(final)
+def _artifact(final: Pipeline, goal: _Target, used: list[ColumnInfo],
+              interval: tuple[float, float] | None) -> bytes:
+    """The stored model: the fitted pipeline and what predict needs besides (joblib bytes)."""
     bundle = {
         "format": ARTIFACT_FORMAT,
         "pipeline": final,
-        "target": target,
-        "problem": problem,
+        "target": goal.name,
+        "problem": goal.problem,
         "columns": [(c.name, c.kind) for c in used],
-        "target_kind": _target_kind(y_base, problem),
+        "target_kind": _target_kind(goal.base, goal.problem),
         "interval": interval,
     }
     buffer = io.BytesIO()
     joblib.dump(bundle, buffer, compress=3)
+    return buffer.getvalue()
 
-    accuracy = round(float(score), 4)
+
+def _describe(final: Pipeline, goal: _Target, columns: list[ColumnInfo],
+              used: list[ColumnInfo], tried: list[dict[str, Any]], accuracy: float,
+              importances: dict[str, float], *, training_rows: int,
+              validation_rows: int) -> dict[str, Any]:
+    """What describe answers: {"info": {...}, "features": [...], "model": [...]}."""
+    problem = goal.problem
     info = {
         "accuracies": {METRICS[problem]: accuracy},
         "column_importances": importances,
         "inputs": [c.name for c in used],
-        "outputs": [target],
+        "outputs": [goal.name],
         "model": pipeline_string(final),
         "problem": problem,
-        "training_rows": int(len(X)),
-        "validation_rows": int(len(X_held)),
+        "training_rows": int(training_rows),
+        "validation_rows": int(validation_rows),
         "ignored_columns": {c.name: c.reason for c in columns if not c.used},
     }
     features = [
@@ -168,12 +225,10 @@ def _train(frame: pd.DataFrame, target: str, problem: str | None, validation_fra
          **({"reason": c.reason} if c.reason else {})}
         for c in columns
     ]
-    features.append({"column": target, "type": _target_kind(y_base, problem),
+    features.append({"column": goal.name, "type": _target_kind(goal.base, problem),
                      "encoder": "LabelEncoder" if problem == "classification" else "identity",
                      "role": "target"})
-    return TrainResult(artifact=buffer.getvalue(), accuracy=accuracy,
-                       description={"info": info, "features": features, "model": tried},
-                       problem=problem, training_rows=int(len(X)))
+    return {"info": info, "features": features, "model": tried}
 
 
 def prepare_frame(frame: pd.DataFrame, used: list[ColumnInfo]) -> pd.DataFrame:
