@@ -1,16 +1,19 @@
 """gunicorn settings for Quarry: ``gunicorn -c gunicorn.conf.py wsgi:app``.
 
-Every value can be overridden from the environment (QUARRY_BIND, QUARRY_WORKERS,
-QUARRY_THREADS, QUARRY_SQL_TIMEOUT_S) or on the command line. See docs/deploy.md.
+Values and defaults come from Quarry's settings table (app/config.py, the README's table):
+QUARRY_BIND, QUARRY_WORKERS, QUARRY_THREADS, QUARRY_SQL_TIMEOUT_S and QUARRY_LOG_LEVEL in the
+environment, or gunicorn's own options on the command line. See docs/deploy.md.
 """
 
 import gc
 import os
 
-_cpus = os.cpu_count() or 1
+from app.config import load_settings
+
+_settings = load_settings()
 
 # Behind a reverse proxy on the same host by default; MindsDB's port, so clients need no change.
-bind = [os.environ.get("QUARRY_BIND", "127.0.0.1:47334")]
+bind = [_settings["BIND"]]
 
 # Threads, not only processes: a SQL statement holds its thread for up to SQL_TIMEOUT_S, and
 # two slow queries must not freeze the API. Processes use the cores (pandas and scikit-learn
@@ -19,14 +22,13 @@ worker_class = "gthread"
 # The app is imported once, in the master, and the workers share those pages (copy-on-write)
 # instead of each importing Flask, SQLAlchemy and the SQL parsers again.
 preload_app = True
-workers = int(os.environ.get("QUARRY_WORKERS", _cpus + 1))
-threads = int(os.environ.get("QUARRY_THREADS", 8))
+workers = _settings["WORKERS"] or (os.cpu_count() or 1) + 1
+threads = _settings["THREADS"]
 
 # A request may legitimately run as long as the SQL time limit; the worker is only declared
 # hung well after that. Graceful shutdown (SIGTERM, deploys) waits as long, so running
 # requests finish instead of being cut.
-_sql_timeout_s = float(os.environ.get("QUARRY_SQL_TIMEOUT_S", "30"))
-timeout = int(_sql_timeout_s) + 30
+timeout = int(_settings["SQL_TIMEOUT_S"]) + 30
 graceful_timeout = timeout
 keepalive = 5
 
@@ -39,7 +41,7 @@ secure_scheme_headers = {}
 # request id and never a header, cookie or body, so no credential can reach it.
 accesslog = "-"
 errorlog = "-"
-loglevel = os.environ.get("QUARRY_LOG_LEVEL", "info").lower()
+loglevel = _settings["LOG_LEVEL"].lower()
 # %(h)s is the proxy's address; the client's, as the proxy reports it, follows in quotes.
 access_log_format = ('%(h)s "%({x-forwarded-for}i)s" [%({x-request-id}o)s] '
                      '"%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms "%(a)s"')
