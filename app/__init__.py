@@ -11,18 +11,21 @@ from flask import Flask
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from .config import load_settings
+from .api import register_blueprints
+from .api.openapi import openapi
+from .cli import register_cli
+from .config import VERSION, load_settings
 from .errors import register_error_handlers
-from .extensions import api as openapi  # not `api`: the app.api package would shadow it
 from .extensions import db, migrate
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
 from .security import init_auth
+from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -66,8 +69,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_ops(app)
     init_auth(app)
     init_trainer(app)
-    _register_blueprints(app)
-    _register_cli(app)
+    check_store(app)
+    register_blueprints(app, openapi)
+    register_cli(app)
     return app
 
 
@@ -97,18 +101,6 @@ def _tune_store_engine(engine: Engine) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
-
-
-def _register_blueprints(app: Flask) -> None:
-    from .api import register_blueprints
-
-    register_blueprints(app, openapi)
-
-
-def _register_cli(app: Flask) -> None:
-    from .cli import register_cli
-
-    register_cli(app)
 
 
 def after_fork(app: Flask) -> None:

@@ -5,6 +5,8 @@ from flask import Flask
 
 from .auth_cli import register_auth_cli
 from .config import settings_table, write_readme_table
+from .sql.demo import build_demo
+from .sql.sources import demo_path
 
 
 def register_cli(app: Flask) -> None:
@@ -26,7 +28,4 @@ def register_cli(app: Flask) -> None:
     @demo.command("init")
     def demo_init() -> None:
         """(Re)build the demo SQLite database from scikit-learn's bundled datasets."""
-        from .sql.demo import build_demo
-        from .sql.sources import demo_path
-
         click.echo(f"demo database written to {build_demo(demo_path(app))}")

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+VERSION = "0.1.0"  # app.__version__, and the version /api/status and the OpenAPI document show
+
 
 @dataclass(frozen=True)
 class Setting:

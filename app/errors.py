@@ -9,10 +9,12 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Flask, Response, json
+from flask import Flask, Response, current_app, json
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import exc as orm_exc
 from werkzeug.exceptions import HTTPException
+
+from .extensions import db
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger(__name__)
@@ -69,6 +71,81 @@ class StoreUnavailable(QuarryError):
     title = "Metadata store unavailable"
 
 
+# --- What went wrong, by type: callers (the SQL adapter, IF EXISTS) tell errors apart by
+# their class, never by their title or message text.
+
+class ProjectNotFound(NotFound):
+    title = "Project not found"
+
+    def __init__(self, project: str) -> None:
+        super().__init__(f"Project '{project}' does not exist")
+        self.project = project
+
+
+class ObjectNotFound(NotFound):
+    """A model, skill or agent that its project does not hold."""
+
+    kind = "Object"
+
+    def __init__(self, ref: str, project: str, *, detail: str | None = None) -> None:
+        super().__init__(detail or f"{self.kind} '{ref}' does not exist in project '{project}'")
+        self.ref = ref
+        self.project = project
+
+
+class ModelNotFound(ObjectNotFound):
+    kind = "Model"
+    title = "Model not found"
+
+
+class SkillNotFound(ObjectNotFound):
+    kind = "Skill"
+    title = "Skill not found"
+
+
+class AgentNotFound(ObjectNotFound):
+    kind = "Agent"
+    title = "Agent not found"
+
+
+class NameTaken(Conflict):
+    """Another object of the same name space already has this name (case-insensitively)."""
+
+    def __init__(self, kind: str, name: str, project: str | None = None) -> None:
+        where = f" in project '{project}'" if project else ""
+        super().__init__(f"{kind} '{name}' already exists{where}; choose another name",
+                         title=f"{kind} already exists")
+        self.kind = kind
+        self.name = name
+
+
+class NameReserved(Conflict):
+    """The name belongs to something else that shares the name space: a data source, or
+    ``information_schema`` (projects and data sources are both databases in SQL)."""
+
+    title = "Name reserved"
+
+    def __init__(self, detail: str, *, name: str) -> None:
+        super().__init__(detail)
+        self.name = name
+
+
+class ProjectNotEmpty(Conflict):
+    title = "Project not empty"
+
+
+class ModelNotReady(Conflict):
+    title = "Model not ready"
+
+
+class ConcurrentUpdate(Conflict):
+    title = "Concurrent update"
+
+
+class TrainingFailed(BadRequest):
+    title = "Training failed"
+
+
 def problem(status: int, title: str, detail: str, errors: dict | None = None,
             headers: dict | None = None, **extra: Any) -> Response:
     body: dict[str, Any] = {"title": title, "detail": detail, "status": status,
@@ -108,23 +185,23 @@ def from_http_exception(error: HTTPException) -> Response:
     if isinstance(errors, list):  # a message about the body as a whole (invalid JSON)
         detail, errors = " ".join(str(e) for e in errors), None
     elif errors and status == 400:
-        detail = "The request did not validate: " + _summarise(errors)
+        detail = "The request did not validate: " + summarise(errors)
     # Keep werkzeug's own headers (Allow on 405), but not its HTML content type.
     headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
     if status == 413:
-        from flask import current_app
         detail = (f"The request body is larger than the limit of "
                   f"{current_app.config['MAX_CONTENT_LENGTH']} bytes")
     return problem(status, error.name if status != 400 else "Bad request", detail,
                    errors if isinstance(errors, dict) else None, headers=headers)
 
 
-def _summarise(errors: dict, prefix: str = "") -> str:
+def summarise(errors: dict, prefix: str = "") -> str:
+    """Per-field messages ({"skill": {"name": ["…"]}}) as one line: "skill.name: …"."""
     parts = []
     for key, value in errors.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            parts.append(_summarise(value, name + "."))
+            parts.append(summarise(value, name + "."))
         else:
             messages = value if isinstance(value, list) else [value]
             parts.append(f"{name}: {' '.join(str(m) for m in messages)}")
@@ -133,7 +210,6 @@ def _summarise(errors: dict, prefix: str = "") -> str:
 
 def _from_store_error(error: sa_exc.DBAPIError) -> Response:
     # Only connection trouble is the store being down; anything else is a bug (500).
-    from .extensions import db
     db.session.rollback()
     if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError) \
             or error.connection_invalidated:
@@ -150,7 +226,6 @@ def _from_unexpected(error: Exception) -> Response:
 
 def _from_deleted_row(error: orm_exc.ObjectDeletedError) -> Response:
     # A row another request deleted while this one was using it.
-    from .extensions import db
     db.session.rollback()
     return problem(409, "Conflict", "The object was deleted by another request while this one "
                    "used it; read it again")

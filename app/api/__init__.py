@@ -5,10 +5,10 @@ from copy import deepcopy
 from flask import Flask
 from flask_smorest import Api
 
+from . import agents, auth, models, projects, skills, sql, status
+
 
 def register_blueprints(app: Flask, api: Api) -> None:
-    from . import agents, auth, models, projects, skills, sql, status
-
     api.register_blueprint(status.blp)
     api.register_blueprint(auth.blp)
     api.register_blueprint(projects.blp)

@@ -1,7 +1,9 @@
 """Models: /api/projects/<project>/models — train from a query, describe, predict."""
 
+from ..mindsdb.models import parse_create_model
 from ..schemas.models import DescribeArgs, ModelIn, ModelOut, PredictIn
 from ..services import models as service
+from ..services import training
 from .base import Blueprint
 
 blp = Blueprint("models", __name__, url_prefix="/api/projects/<string:project>/models",
@@ -20,7 +22,7 @@ def list_models(project):
 @blp.response(201, ModelOut)
 def create_model(body, project):
     """Create and train a model from a CREATE MODEL statement."""
-    return service.create_model(project, body["query"])
+    return training.create_model(parse_create_model(body["query"], project))
 
 
 @blp.route("/<string:ref>", methods=["GET"])

@@ -1,7 +1,7 @@
 """SQL: POST /api/sql/query."""
 
+from ..mindsdb.dispatch import execute_sql
 from ..schemas.sql import SqlQueryIn, SqlResultOut
-from ..sql.dispatch import execute_sql
 from ..sql.encode import sql_response
 from .base import Blueprint
 

@@ -1,8 +1,8 @@
 """Service status: /api/status (always open, also when sign-in is required)."""
 
+from flask import current_app
 from marshmallow import Schema, fields
 
-from .. import __version__
 from ..security import auth_status, public
 from .base import Blueprint
 
@@ -28,7 +28,7 @@ class PingOut(Schema):
 @public
 def get_status():
     """Version, and whether sign-in is required and the caller signed in."""
-    return {"version": __version__, "auth": auth_status()}
+    return {"version": current_app.config["API_VERSION"], "auth": auth_status()}
 
 
 @blp.route("/util/ping", methods=["GET"])

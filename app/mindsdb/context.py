@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import NotFound
-from ...services import projects as project_service
-from ..errors import ErrorCode, SqlError
-from ..sources import SourceRegistry
+from ..errors import ProjectNotFound
+from ..rules.names import SYSTEM_DATABASE
+from ..services import projects as project_service
+from ..sql.errors import ErrorCode, SqlError
+from ..sql.sources import SourceRegistry
 from .errors import service_errors
-from .tables import SYSTEM_DB
 
 
 @dataclass
@@ -29,16 +29,16 @@ class Context:
             raise SqlError(ErrorCode.UNSUPPORTED,
                            f"'{name}' is a data source, not a project: it holds no models, "
                            "skills or agents")
-        with service_errors(**{"Project not found": name}):
+        with service_errors({ProjectNotFound: name}):
             return project_service.get_project(name).name
 
     def find_project(self, name: str) -> str | None:
         """The stored name of project ``name``, or None when there is no such project."""
-        if self.is_source(name) or name.lower() == SYSTEM_DB:
+        if self.is_source(name) or name.lower() == SYSTEM_DATABASE:
             return None
         try:
             return project_service.get_project(name).name
-        except NotFound:
+        except ProjectNotFound:
             return None
 
     def split(self, parts: list[str], kind: str) -> tuple[str, str]:

@@ -7,22 +7,22 @@ from typing import Any
 
 from flask import current_app
 
-from .catalog import service_statement
-from .errors import SqlError
-from .execute import effective_timeout, fetch_rows, run_statement
-from .gate import gate
-from .sources import current_sources, data_source_names
+from ..rules.names import DEFAULT_PROJECT
+from ..sql.errors import SqlError
+from ..sql.execute import effective_timeout, run_statement
+from ..sql.gate import gate
+from ..sql.sources import current_sources
+from .router import service_statement
 
-__all__ = ["execute_sql", "fetch_rows", "data_source_names", "error_body", "DEFAULT_DB"]
+__all__ = ["execute_sql", "error_body"]
 
-DEFAULT_DB = "mindsdb"
 log = logging.getLogger(__name__)
 
 
 def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | None,
                 *, timeout_s: float | None = None) -> dict[str, Any]:
     """Run one statement; the response body of API.md §1 (type table / ok / error)."""
-    db = context_db or DEFAULT_DB
+    db = context_db or DEFAULT_PROJECT
     try:
         answer = _service_statement(query, db, params)
         if answer is not None:
@@ -35,7 +35,7 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
 
 def _service_statement(query: str, db: str, params: dict[str, Any] | None
                        ) -> dict[str, Any] | None:
-    """Statements about projects, models, skills, agents (``app/sql/catalog``).
+    """Statements about projects, models, skills, agents (``router.py``).
 
     Returns the response body, or None when ``query`` is not such a statement, so that it
     goes on to the data path.

@@ -1,4 +1,7 @@
-"""Service errors (404, 409, 400 of the REST routes) as ``type: error`` answers of SQL."""
+"""Service errors (404, 409, 400 of the REST routes) as ``type: error`` answers of SQL.
+
+Errors are told apart by their type (``app/errors.py``), never by their title or text.
+"""
 
 from __future__ import annotations
 
@@ -7,28 +10,45 @@ from collections.abc import Iterator
 
 from marshmallow import ValidationError
 
-from ...errors import BadRequest, Conflict, NotFound, QuarryError
-from ..errors import ErrorCode, SqlError
+from ..errors import BadRequest, Conflict, NotFound, QuarryError, summarise
+from ..sql.errors import ErrorCode, SqlError
+
+Labels = dict[type[QuarryError], str]
 
 
 @contextlib.contextmanager
-def service_errors(**labels: str) -> Iterator[None]:
+def service_errors(labels: Labels | None = None) -> Iterator[None]:
     """Turn the typed errors the services raise into SqlError.
 
-    ``labels`` maps an error title to the qualified object name, so that a message reads as
-    MindsDB's do: ``service_errors(**{"Model not found": "p1.nope"})`` → "Model not found:
-    p1.nope". Errors without a label keep the service's own sentence, which names the object.
+    ``labels`` maps an error type to the object's name as the statement wrote it, so that a
+    message reads as MindsDB's do: ``service_errors({ModelNotFound: "p1.nope"})`` → "Model not
+    found: p1.nope". Errors without a label keep the service's own sentence, which names the
+    object.
     """
     try:
         yield
     except ValidationError as exc:
-        raise SqlError(ErrorCode.INVALID_STATEMENT, _fields(exc.messages)) from None
+        raise SqlError(ErrorCode.INVALID_STATEMENT, summarise(exc.messages)) from None
     except QuarryError as exc:
-        raise to_sql_error(exc, labels) from None
+        raise _to_sql_error(exc, labels or {}) from None
 
 
-def to_sql_error(exc: QuarryError, labels: dict[str, str] | None = None) -> SqlError:
-    label = (labels or {}).get(exc.title)
+@contextlib.contextmanager
+def if_clause(given: bool, outcome: type[QuarryError]) -> Iterator[None]:
+    """``IF EXISTS`` / ``IF NOT EXISTS``: when the statement has the clause, ``outcome`` (the
+    object missing, or its name taken) is what it asked to accept, and it succeeds quietly.
+
+    Use it inside ``service_errors``, so that it sees the service's typed error.
+    """
+    try:
+        yield
+    except outcome:
+        if not given:
+            raise
+
+
+def _to_sql_error(exc: QuarryError, labels: Labels) -> SqlError:
+    label = next((name for kind, name in labels.items() if isinstance(exc, kind)), None)
     message = f"{exc.title}: {label}" if label else f"{exc.title}: {exc.detail}"
     if isinstance(exc, NotFound):
         code = ErrorCode.NOT_FOUND
@@ -39,12 +59,3 @@ def to_sql_error(exc: QuarryError, labels: dict[str, str] | None = None) -> SqlE
     else:
         code = ErrorCode.SERVICE_FAILED
     return SqlError(code, message)
-
-
-def _fields(messages: object) -> str:
-    """marshmallow's {"field": ["msg"]} (nested) as one line."""
-    if isinstance(messages, dict):
-        return "; ".join(f"{key}: {_fields(value)}" for key, value in messages.items())
-    if isinstance(messages, list):
-        return " ".join(_fields(m) for m in messages)
-    return str(messages)

@@ -18,11 +18,12 @@ from mindsdb_sql_parser.ast import (
     Star,
 )
 
-from ...services import models as model_service
-from ...store import MLModel
-from ..errors import ErrorCode, SqlError
-from ..execute import fetch_rows
-from ..gate import gate
+from ..errors import ModelNotFound
+from ..services import models as model_service
+from ..sql.errors import ErrorCode, SqlError
+from ..sql.execute import fetch_rows
+from ..sql.gate import gate
+from ..store import MLModel
 from .context import Context, qualified
 from .errors import service_errors
 from .relation import Column, Relation, run_select
@@ -33,7 +34,7 @@ _SUFFIXES = ("_confidence", "_explain", "_min", "_max")
 
 
 def _predict(project: str, model: MLModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    with service_errors(**{"Model not found": qualified(project, model.name)}):
+    with service_errors({ModelNotFound: qualified(project, model.name)}):
         return model_service.predict(project, model.name, rows)
 
 

@@ -30,7 +30,7 @@ from mindsdb_sql_parser.ast import (
     UnaryOperation,
 )
 
-from ..errors import ErrorCode, SqlError
+from ..sql.errors import ErrorCode, SqlError
 
 Row = tuple[Any, ...]
 Getter = Callable[[Row], Any]

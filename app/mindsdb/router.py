@@ -1,4 +1,4 @@
-"""MindsDB-dialect statements about the service's own objects (issue 5, docs/mindsdb-sql.md).
+"""MindsDB-dialect statements about the service's own objects (docs/mindsdb-sql.md).
 
 ``service_statement`` classifies a statement with ``mindsdb_sql_parser`` (the dialect's
 own parser, not patterns on the text). A statement about projects, models, skills, agents
@@ -9,10 +9,8 @@ sources — returns None and goes on to the data path, which speaks the sources'
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-from mindsdb_sql_parser import parse_sql
 from mindsdb_sql_parser.ast import Describe, DropDatabase, Identifier, Join, Select, Show
 from mindsdb_sql_parser.ast.mindsdb import (
     CreateAgent,
@@ -26,17 +24,14 @@ from mindsdb_sql_parser.ast.mindsdb import (
     RetrainPredictor,
 )
 
-from ...errors import NotFound
-from ...services import models as model_service
-from ..errors import ErrorCode, SqlError
-from ..sources import SourceRegistry
+from ..errors import ModelNotFound, ProjectNotFound
+from ..rules.names import PROJECT_TABLES, SYSTEM_DATABASE
+from ..services import models as model_service
+from ..sql.errors import ErrorCode, SqlError
+from ..sql.sources import SourceRegistry
 from . import predictions, statements, tables
 from .context import Context
-
-with warnings.catch_warnings():
-    # sly opens its table file without closing it when the parser class is first built.
-    warnings.simplefilter("ignore", ResourceWarning)
-    import mindsdb_sql_parser.parser  # noqa: F401
+from .parser import try_parse
 
 __all__ = ["service_statement"]
 
@@ -57,7 +52,7 @@ _HANDLERS = {
 def service_statement(query: str, db: str, params: dict[str, Any] | None,
                       registry: SourceRegistry) -> dict[str, Any] | None:
     """The answer to a statement about the service's objects, or None for the data path."""
-    statement = _parse(query)
+    statement = try_parse(query)
     if statement is None:
         return None
     ctx = Context(db=db, registry=registry, params=params)
@@ -73,13 +68,6 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
     return None
 
 
-def _parse(query: str) -> Any | None:
-    try:
-        return parse_sql(query)
-    except Exception:  # noqa: BLE001 - the parser raises assorted types; the data path reports
-        return None
-
-
 def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     source = statement.from_table
     if isinstance(source, Join):
@@ -88,14 +76,14 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         return None
     parts = [str(p) for p in source.parts]
     alias = source.alias.parts[-1] if source.alias is not None else None
-    if len(parts) == 2 and parts[0].lower() == tables.SYSTEM_DB \
-            or len(parts) == 1 and ctx.db.lower() == tables.SYSTEM_DB:
+    if len(parts) == 2 and parts[0].lower() == SYSTEM_DATABASE \
+            or len(parts) == 1 and ctx.db.lower() == SYSTEM_DATABASE:
         return _info_schema(statement, parts[-1], alias, ctx)
     found = _project_object(parts, ctx)
     if found is None:
         return None
     project, name = found
-    if name.lower() in tables.PROJECT_TABLES:
+    if name.lower() in PROJECT_TABLES:
         relation = tables.project_table(project, name, alias)
         return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
@@ -136,7 +124,7 @@ def _project_object(parts: list[str], ctx: Context) -> tuple[str, str] | None:
 def _model(project: str, name: str):
     try:
         return model_service.get_model(project, name)
-    except NotFound:
+    except (ModelNotFound, ProjectNotFound):
         return None
 
 
@@ -146,7 +134,7 @@ def _join(statement: Select, join: Join, ctx: Context) -> dict[str, Any] | None:
         if not isinstance(model_side, Identifier):
             continue
         found = _project_object([str(p) for p in model_side.parts], ctx)
-        if found is None or found[1].lower() in tables.PROJECT_TABLES:
+        if found is None or found[1].lower() in PROJECT_TABLES:
             continue
         model = _model(*found)
         if model is not None:

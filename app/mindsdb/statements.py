@@ -6,6 +6,8 @@ returns the answer body of API.md §1 (``type`` table or ok).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from mindsdb_sql_parser.ast import (
@@ -28,17 +30,29 @@ from mindsdb_sql_parser.ast.mindsdb import (
     DropSkill,
 )
 
-from ...schemas.agents import AgentFields
-from ...schemas.skills import SkillFields
-from ...services import agents as agent_service
-from ...services import models as model_service
-from ...services import projects as project_service
-from ...services import skills as skill_service
-from ..errors import ErrorCode, SqlError
-from ..execute import fetch_rows
+from ..errors import (
+    AgentNotFound,
+    ModelNotFound,
+    NameTaken,
+    ProjectNotFound,
+    QuarryError,
+    SkillNotFound,
+)
+from ..rules.names import PROJECT_TABLES
+from ..schemas.agents import AgentFields
+from ..schemas.skills import SkillFields
+from ..services import agents as agent_service
+from ..services import models as model_service
+from ..services import projects as project_service
+from ..services import skills as skill_service
+from ..services import training as training_service
+from ..sql.errors import ErrorCode, SqlError
+from ..sql.execute import fetch_rows
 from . import tables
 from .context import Context, qualified
-from .errors import service_errors
+from .errors import if_clause, service_errors
+from .models import training_spec
+from .parser import plain
 from .relation import Relation, filter_rows, like_regex, run_select
 
 Body = dict[str, Any]
@@ -60,6 +74,17 @@ def relation_body(relation: Relation, ctx: Context) -> Body:
 
 def _name(identifier: Identifier) -> list[str]:
     return [str(p) for p in identifier.parts]
+
+
+@contextlib.contextmanager
+def _about(project: str, name: str, outcome: type[QuarryError], *, accept: bool = False
+           ) -> Iterator[None]:
+    """Service calls about ``project.name``: their errors answered as SQL errors that name the
+    object as the statement wrote it; ``outcome`` (the object missing, or its name taken) is
+    no error when the statement's IF [NOT] EXISTS accepts it."""
+    with service_errors({outcome: qualified(project, name), ProjectNotFound: project}), \
+            if_clause(accept, outcome):
+        yield
 
 
 # --- SHOW ------------------------------------------------------------------------------------
@@ -126,7 +151,7 @@ def _show_tables(statement: Show, ctx: Context) -> tuple[Relation, str]:
         return _show_source_tables(shown_name, ctx)
     project = _shown_project(statement, ctx)
     # A model is queried as a table of its project (SELECT … FROM p.m), so it is listed too.
-    names = list(tables.PROJECT_TABLES)
+    names = list(PROJECT_TABLES)
     names += [m.name for m in model_service.list_models(project) if m.active]
     column = f"Tables_in_{project}"
     return Relation.of([column], [(n,) for n in dict.fromkeys(names)]), column
@@ -163,11 +188,8 @@ def create_project(statement: CreateDatabase, ctx: Context) -> Body:
                        "(CREATE PROJECT p, or ENGINE = 'mindsdb') are")
     if len(name) != 1:
         raise SqlError(ErrorCode.INVALID_STATEMENT, f"Invalid project name '{'.'.join(name)}'")
-    if ctx.is_source(name[0]):
-        raise SqlError(ErrorCode.CONFLICT,
-                       f"Database already exists: {name[0]} (a data source)")
-    with service_errors(**{"Project already exists": name[0]}):
-        project_service.create_project(name[0], if_not_exists=bool(statement.if_not_exists))
+    with service_errors({NameTaken: name[0]}), if_clause(statement.if_not_exists, NameTaken):
+        project_service.create_project(name[0])
     return ok_body(ctx)
 
 
@@ -177,9 +199,8 @@ def drop_project(statement: DropDatabase, ctx: Context) -> Body:
         raise SqlError(ErrorCode.UNSUPPORTED,
                        f"'{name}' is a data source: data sources are configured "
                        "(QUARRY_DATA_SOURCES), not dropped by SQL")
-    if statement.if_exists and ctx.find_project(name) is None:
-        return ok_body(ctx)
-    with service_errors(**{"Project not found": name}):
+    with service_errors({ProjectNotFound: name}), \
+            if_clause(statement.if_exists, ProjectNotFound):
         project_service.delete_project(name)
     return ok_body(ctx)
 
@@ -188,9 +209,8 @@ def drop_project(statement: DropDatabase, ctx: Context) -> Body:
 
 def create_model(statement: CreatePredictor, ctx: Context) -> Body:
     project, name = ctx.split(_name(statement.name), "model")
-    with service_errors(**{"Model already exists": qualified(project, name),
-                           "Project not found": project}):
-        model = model_service.create_model(project, statement)
+    with _about(project, name, NameTaken):
+        model = training_service.create_model(training_spec(statement, project))
         stored = ctx.project(project)
     return table_body(tables.MODEL_RECORD_COLUMNS,
                       [tables.model_row(model, stored, tables.MODEL_RECORD_COLUMNS)], ctx)
@@ -202,13 +222,8 @@ def drop_model(statement: DropPredictor, ctx: Context) -> Body:
         project, ref = parts[0], f"{parts[1]}.{parts[2]}"
     else:
         project, ref = ctx.split(parts, "model")
-    try:
-        with service_errors(**{"Model not found": qualified(project, ref),
-                               "Project not found": project}):
-            model_service.delete_model(project, ref)
-    except SqlError as exc:
-        if not (statement.if_exists and exc.message.startswith("Model not found")):
-            raise
+    with _about(project, ref, ModelNotFound, accept=statement.if_exists):
+        model_service.delete_model(project, ref)
     return ok_body(ctx)
 
 
@@ -229,8 +244,7 @@ def describe(statement: Describe, ctx: Context) -> Body:
         (project, name), attribute = (ctx.db, parts[0]), parts[1]
     else:
         project, name = ctx.split(parts, "model")
-    labels = {"Model not found": qualified(project, name), "Project not found": project}
-    with service_errors(**labels):
+    with _about(project, name, ModelNotFound):
         if attribute is not None:
             records = model_service.describe_model(project, name, attribute)
             return _records_body(records, attribute.lower(), ctx)
@@ -260,28 +274,18 @@ def _records_body(records: list[dict[str, Any]], attribute: str, ctx: Context) -
 
 def create_skill(statement: CreateSkill, ctx: Context) -> Body:
     project, name = ctx.split(_name(statement.name), "skill")
-    params = dict(statement.params or {})
-    skill_type = statement.type if statement.type is not None else params.pop("type", None)
-    with service_errors(**{"Skill already exists": qualified(project, name),
-                           "Project not found": project}):
+    params = plain(dict(statement.params or {}))
+    skill_type = plain(statement.type) if statement.type is not None else params.pop("type", None)
+    with _about(project, name, NameTaken, accept=statement.if_not_exists):
         data = SkillFields().load({"name": name, "type": skill_type, "params": params})
-        try:
-            skill_service.create_skill(project, data)
-        except Exception as exc:
-            if not (statement.if_not_exists and getattr(exc, "status", None) == 409):
-                raise
+        skill_service.create_skill(project, data)
     return ok_body(ctx)
 
 
 def drop_skill(statement: DropSkill, ctx: Context) -> Body:
     project, name = ctx.split(_name(statement.name), "skill")
-    try:
-        with service_errors(**{"Skill not found": qualified(project, name),
-                               "Project not found": project}):
-            skill_service.delete_skill(project, name)
-    except SqlError as exc:
-        if not (statement.if_exists and exc.message.startswith("Skill not found")):
-            raise
+    with _about(project, name, SkillNotFound, accept=statement.if_exists):
+        skill_service.delete_skill(project, name)
     return ok_body(ctx)
 
 
@@ -291,37 +295,26 @@ _AGENT_FIELDS = ("skills", "provider", "model_name", "prompt_template", "data")
 
 def create_agent(statement: CreateAgent, ctx: Context) -> Body:
     project, name = ctx.split(_name(statement.name), "agent")
-    params = dict(statement.params or {})
+    params = plain(dict(statement.params or {}))
     data: dict[str, Any] = {"name": name}
     for key in _AGENT_FIELDS:
         if key in params:
             data[key] = params.pop(key)
     if isinstance(statement.model, dict):
-        data["model"] = statement.model
+        data["model"] = plain(statement.model)
     elif statement.model is not None:
         data["model_name"] = str(statement.model)
     if params:
         data["params"] = params
-    with service_errors(**{"Agent already exists": qualified(project, name),
-                           "Project not found": project}):
-        loaded = AgentFields().load(data)
-        try:
-            agent_service.create_agent(project, loaded)
-        except Exception as exc:
-            if not (statement.if_not_exists and getattr(exc, "status", None) == 409):
-                raise
+    with _about(project, name, NameTaken, accept=statement.if_not_exists):
+        agent_service.create_agent(project, AgentFields().load(data))
     return ok_body(ctx)
 
 
 def drop_agent(statement: DropAgent, ctx: Context) -> Body:
     project, name = ctx.split(_name(statement.name), "agent")
-    try:
-        with service_errors(**{"Agent not found": qualified(project, name),
-                               "Project not found": project}):
-            agent_service.delete_agent(project, name)
-    except SqlError as exc:
-        if not (statement.if_exists and exc.message.startswith("Agent not found")):
-            raise
+    with _about(project, name, AgentNotFound, accept=statement.if_exists):
+        agent_service.delete_agent(project, name)
     return ok_body(ctx)
 
 

@@ -2,7 +2,7 @@
 
 Rows come from the same service functions as the REST routes (``list_models``,
 ``list_skills`` …), so what SQL shows is what REST shows. Secrets inside ``params`` are
-masked exactly as in REST (``services.secrets.mask``).
+masked exactly as in REST (``rules.secrets.mask``).
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ from typing import Any
 from flask import current_app
 from sqlalchemy.engine import make_url
 
-from ...services import agents as agent_service
-from ...services import models as model_service
-from ...services import projects as project_service
-from ...services import skills as skill_service
-from ...services.secrets import MASK, mask
-from ...store import MLModel
-from ..sources import SourceRegistry
+from ..rules.names import SYSTEM_DATABASE
+from ..rules.secrets import MASK, mask
+from ..services import agents as agent_service
+from ..services import models as model_service
+from ..services import projects as project_service
+from ..services import skills as skill_service
+from ..sql.sources import SourceRegistry
+from ..store import MLModel
 from .relation import Relation
 
-SYSTEM_DB = "information_schema"
-PROJECT_TABLES = ("models", "skills", "agents")
 INFO_TABLES = ("databases", "models", "skills", "agents")
 
 MODEL_COLUMNS = ["NAME", "ENGINE", "PROJECT", "ACTIVE", "VERSION", "STATUS", "ACCURACY",
@@ -115,7 +114,7 @@ def connection_data(registry: SourceRegistry, name: str) -> dict[str, Any]:
 
 def databases_table(registry: SourceRegistry) -> Relation:
     """information_schema, then the projects, then the data sources (MindsDB's order)."""
-    rows: list[tuple[Any, ...]] = [(SYSTEM_DB, "system", None, None)]
+    rows: list[tuple[Any, ...]] = [(SYSTEM_DATABASE, "system", None, None)]
     rows += [(name, "project", None, None) for name in project_names()]
     rows += [(name, "data", engine, _json(connection_data(registry, name)))
              for name, engine in registry.describe()]

@@ -1,14 +1,19 @@
-"""The naming rule shared by projects, models, skills and agents, and name-or-ID lookup."""
+"""The naming rule shared by projects, models, skills and agents, and name-or-ID refs."""
 
 import re
-
-from sqlalchemy import Select
 
 from ..errors import BadRequest
 
 # Letters, digits, _ and -; not starting with a digit, so an all-digit path segment is an ID.
 NAME_PATTERN = re.compile(r"[A-Za-z_-][A-Za-z0-9_-]{0,62}")
 NAME_RULE = ("1-63 characters of ASCII letters, digits, '_' and '-', not starting with a digit")
+
+# The project that always exists, and the database SQL's catalogue tables live in. Projects
+# and data sources are both "databases" in MindsDB SQL: one name space, these two included.
+DEFAULT_PROJECT = "mindsdb"
+SYSTEM_DATABASE = "information_schema"
+# The tables every project has in SQL (p.models …); its models are tables beside them.
+PROJECT_TABLES = ("models", "skills", "agents")
 
 
 def name_error(name: object) -> str | None:
@@ -31,11 +36,6 @@ def validate_name(kind: str, name: object) -> str:
 def name_key(name: str) -> str:
     """The unique key of a name: names are unique per project case-insensitively."""
     return name.lower()
-
-
-def where_ref(query: Select, entity, ref: str) -> Select:
-    """Filter ``query`` to the object named ``ref``, or with ID ``ref`` when it is all digits."""
-    return query.where((entity.id if is_id(ref) else entity.name_key) == ref_value(ref))
 
 
 def ref_value(ref: str) -> int | str:

@@ -4,8 +4,8 @@ from typing import Any
 
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
-from ..services.names import NAME_PATTERN, name_error
-from ..services.secrets import mask
+from ..rules.names import NAME_PATTERN, name_error
+from ..rules.secrets import mask
 
 
 class InputSchema(Schema):

@@ -1,14 +1,77 @@
-"""Models: the CREATE MODEL request, predict and describe input, the model record."""
+"""Models: the CREATE MODEL request and its USING options, predict and describe input, the
+model record."""
 
+from collections.abc import Callable
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields
+from marshmallow import Schema, ValidationError, fields, validate
 
+from ..ml import PROBLEMS
 from .common import InputSchema
+
+ENGINES = ("sklearn", "lightwood")  # lightwood: MindsDB's default, trained here by sklearn
 
 
 class ModelIn(InputSchema):
     query = fields.String(required=True)
+
+
+class _Word(fields.Field):
+    """One of a few words, in any case (``USING engine = 'SKLearn'``)."""
+
+    def __init__(self, choices: tuple[str, ...], message: Callable[[Any], str],
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.choices = choices
+        self.message = message
+
+    def _deserialize(self, value: Any, attr, data, **kwargs) -> str:
+        word = value.lower() if isinstance(value, str) else None
+        if word not in self.choices:
+            raise ValidationError(self.message(value))
+        return word
+
+
+class _Flag(fields.Field):
+    """true or false: a boolean, the word in any case, or 0 / 1 (as SQL writes them)."""
+
+    def _deserialize(self, value: Any, attr, data, **kwargs) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise ValidationError("Must be true or false.")
+
+
+class _Number(fields.Float):
+    """A number written as one: SQL's '0.3' is text, not a number."""
+
+    def _deserialize(self, value: Any, attr, data, **kwargs) -> float:
+        if isinstance(value, str):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+_FRACTION = "Must be a number from 0.05 to 0.5."
+_POSITIVE = "Must be a positive integer."
+
+
+class TrainingOptions(InputSchema):
+    """The USING options of CREATE MODEL, from REST and SQL alike (keys in lower case)."""
+
+    error_messages = {"unknown": "Unknown key; accepted keys: engine, join_learn_process, "
+                                 "problem, validation_fraction, max_rows."}
+
+    engine = _Word(ENGINES, lambda value: f"Unknown engine {value!r}; engines: sklearn "
+                                          "(lightwood is accepted as an alias of sklearn).")
+    join_learn_process = _Flag()
+    problem = _Word(PROBLEMS, lambda value: f"Must be one of {', '.join(PROBLEMS)}.")
+    validation_fraction = _Number(validate=validate.Range(0.05, 0.5, error=_FRACTION),
+                                  error_messages={"invalid": _FRACTION, "special": _FRACTION})
+    max_rows = fields.Integer(strict=True, validate=validate.Range(min=1, error=_POSITIVE),
+                              error_messages={"invalid": _POSITIVE})
 
 
 class PredictRows(fields.Raw):

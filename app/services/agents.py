@@ -1,19 +1,20 @@
 """Agents: an LLM configuration of a project with the skills it may use."""
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from ..errors import Conflict, NotFound
+from ..errors import AgentNotFound, ModelNotFound, NameTaken
 from ..extensions import db
+from ..rules.names import name_key, validate_name
+from ..rules.secrets import keep_masked, merge
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
 from .common import commit, retried_on_race
-from .lookup import find_in_project, not_found, taken_or_gone, view_by_ref
-from .names import name_key, validate_name
+from .lookup import find_in_project, taken_or_gone, view_by_ref
 from .projects import get_project
-from .secrets import keep_masked, merge
 from .skills import skills_by_name
 from .views import agent_query, agent_views
 
@@ -22,9 +23,9 @@ SCALAR_FIELDS = ("model_name", "provider", "prompt_template")
 DICT_FIELDS = ("model", "data")
 
 
-def _taken(name: str) -> Conflict:
-    return Conflict(f"Agent '{name}' already exists in this project; choose another name",
-                    title="Agent already exists")
+def _taken(name: str, project_name: str) -> Callable[[], NameTaken]:
+    # Names read before the commit: a rollback expires the loaded objects.
+    return lambda: NameTaken("Agent", name, project_name)
 
 
 def _query():
@@ -38,18 +39,18 @@ def list_agents(project_name: str) -> list[dict[str, Any]]:
 
 
 def find_agent(project: Project, ref: str) -> Agent:
-    return find_in_project(_query(), Agent, "Agent", project, ref)
+    return find_in_project(_query(), Agent, AgentNotFound, project, ref)
 
 
 def get_agent(project_name: str, ref: str) -> dict[str, Any]:
-    return view_by_ref(agent_views, agent_query(), Agent, "Agent", project_name, ref)
+    return view_by_ref(agent_views, agent_query(), Agent, AgentNotFound, project_name, ref)
 
 
 def _view(project: Project, agent: Agent) -> dict[str, Any]:
     """The view of an agent just written (gone if another request deleted it since: 404)."""
     views = agent_views(agent_query().where(Agent.id == agent.id))
     if not views:
-        raise not_found("Agent", agent.name, project.name)
+        raise AgentNotFound(agent.name, project.name)
     return views[0]
 
 
@@ -71,8 +72,7 @@ def _check_model(project: Project, agent: Agent) -> None:
     exists = db.session.scalar(select(MLModel.id).where(
         MLModel.project_id == project.id, MLModel.name_key == name_key(agent.model_name)))
     if exists is None:
-        raise NotFound(f"Model '{agent.model_name}' does not exist in project '{project.name}'",
-                       title="Model not found")
+        raise ModelNotFound(agent.model_name, project.name)
 
 
 def _attach(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]) -> None:
@@ -110,7 +110,7 @@ def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     with db.session.no_autoflush:
         _attach(project, agent, _skill_specs(data.get("skills") or []))
     db.session.add(agent)
-    commit(taken_or_gone(project, lambda: _taken(name)))
+    commit(taken_or_gone(project, _taken(name, project.name)))
     return _view(project, agent)
 
 
@@ -144,8 +144,7 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
             link.position = position
         # Changes to the skill links alone do not touch the agents row: say it changed.
         agent.updated_at = utcnow()
-    new_name = agent.name
-    commit(lambda: _taken(new_name))
+    commit(_taken(agent.name, project.name))
     return _view(project, agent)
 
 

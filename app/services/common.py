@@ -9,7 +9,7 @@ from typing import ParamSpec, TypeVar
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
-from ..errors import Conflict, QuarryError
+from ..errors import ConcurrentUpdate, QuarryError
 from ..extensions import db
 
 P = ParamSpec("P")
@@ -49,7 +49,7 @@ def retried_on_race(operation: Callable[P, R]) -> Callable[P, R]:
             except (StaleDataError, Raced):
                 db.session.rollback()
                 time.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # let the winner finish
-        raise Conflict("The object kept changing while this request updated it; try again",
-                       title="Concurrent update")
+        raise ConcurrentUpdate("The object kept changing while this request updated it; "
+                               "try again")
 
     return run

@@ -5,16 +5,16 @@ from typing import Any
 
 from sqlalchemy import Select
 
-from ..errors import NotFound, QuarryError
+from ..errors import ObjectNotFound, ProjectNotFound, QuarryError
 from ..extensions import db
+from ..rules.names import is_id, name_key, ref_value
 from ..store import Project
-from .names import name_key, where_ref
 from .projects import get_project
 
 
-def not_found(kind: str, ref: str, project_name: str) -> NotFound:
-    return NotFound(f"{kind} '{ref}' does not exist in project '{project_name}'",
-                    title=f"{kind} not found")
+def where_ref(query: Select, entity: Any, ref: str) -> Select:
+    """Filter ``query`` to the object named ``ref``, or with ID ``ref`` when it is all digits."""
+    return query.where((entity.id if is_id(ref) else entity.name_key) == ref_value(ref))
 
 
 def taken_or_gone(project: Project, taken: Callable[[], QuarryError]
@@ -29,24 +29,24 @@ def taken_or_gone(project: Project, taken: Callable[[], QuarryError]
 
     def error() -> QuarryError:
         if db.session.get(Project, project_id) is None:
-            return NotFound(f"Project '{project_name}' does not exist",
-                            title="Project not found")
+            return ProjectNotFound(project_name)
         return taken()
 
     return error
 
 
-def find_in_project(query: Select, entity: Any, kind: str, project: Project, ref: str) -> Any:
-    """The ORM object ``query`` (over ``entity``) finds by ``ref`` in ``project``, or 404."""
+def find_in_project(query: Select, entity: Any, missing: type[ObjectNotFound],
+                    project: Project, ref: str) -> Any:
+    """What ``query`` (over ``entity``) finds by ``ref`` in ``project``, or ``missing`` (404)."""
     found = db.session.scalar(where_ref(query.where(entity.project_id == project.id),
                                         entity, ref))
     if found is None:
-        raise not_found(kind, ref, project.name)
+        raise missing(ref, project.name)
     return found
 
 
 def view_by_ref(views: Callable[[Select], list[dict[str, Any]]], query: Select, entity: Any,
-                kind: str, project_name: str, ref: str) -> dict[str, Any]:
+                missing: type[ObjectNotFound], project_name: str, ref: str) -> dict[str, Any]:
     """One view by name or ID, the project matched in the same statement.
 
     Only when nothing matches is the project looked up, to say which of the two is missing.
@@ -54,5 +54,5 @@ def view_by_ref(views: Callable[[Select], list[dict[str, Any]]], query: Select, 
     found = views(where_ref(query.join(Project, Project.id == entity.project_id)
                             .where(Project.name_key == name_key(project_name)), entity, ref))
     if not found:
-        raise not_found(kind, ref, get_project(project_name).name)
+        raise missing(ref, get_project(project_name).name)
     return found[0]

@@ -1,14 +1,13 @@
 """Projects: the namespaces that hold models, skills and agents."""
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
-from ..errors import BadRequest, Conflict, NotFound
+from ..errors import BadRequest, NameReserved, NameTaken, ProjectNotEmpty, ProjectNotFound
 from ..extensions import db
+from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE, name_key, validate_name
+from ..sql.sources import current_sources
 from ..store import Agent, MLModel, Project, Skill
 from .common import commit
-from .names import name_key, validate_name
-
-DEFAULT_PROJECT = "mindsdb"
 
 
 def list_projects() -> list[Project]:
@@ -18,21 +17,33 @@ def list_projects() -> list[Project]:
 def get_project(name: str) -> Project:
     project = db.session.scalar(select(Project).where(Project.name_key == name_key(name)))
     if project is None:
-        raise NotFound(f"Project '{name}' does not exist", title="Project not found")
+        raise ProjectNotFound(name)
     return project
 
 
-def create_project(name: str, *, if_not_exists: bool = False) -> Project:
+def check_free_database_name(name: str) -> None:
+    """NameReserved when ``name`` belongs to a data source or to ``information_schema``.
+
+    In SQL, projects and data sources are both databases (SHOW DATABASES, ``db.table``): a
+    project named like a data source could never be reached there. The other direction, a
+    data source configured with a project's name, is checked when the app starts
+    (``sql.sources`` refuses the reserved names; ``shadowed_projects`` are logged).
+    """
+    if name_key(name) == SYSTEM_DATABASE:
+        raise NameReserved(f"'{name}' is reserved: it is the database of SQL's catalogue "
+                           "tables", name=name)
+    source = current_sources().get(name)
+    if source is not None:
+        raise NameReserved(f"'{name}' is the name of a data source; projects and data "
+                           "sources share one name space (SHOW DATABASES)", name=source.name)
+
+
+def create_project(name: str) -> Project:
     validate_name("project", name)
+    check_free_database_name(name)
     project = Project(name=name, name_key=name_key(name))
     db.session.add(project)
-    try:
-        commit(lambda: Conflict(f"Project '{name}' already exists",
-                                title="Project already exists"))
-    except Conflict:
-        if if_not_exists:
-            return get_project(name)
-        raise
+    commit(lambda: NameTaken("Project", name))
     return project
 
 
@@ -55,13 +66,15 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
     contents = project_contents(project)
     if contents and not cascade:
         listing = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in contents.items())
-        raise Conflict(f"Project '{project.name}' is not empty ({listing}); delete them first "
-                       "or pass cascade=true", title="Project not empty", contents=contents)
+        raise ProjectNotEmpty(f"Project '{project.name}' is not empty ({listing}); delete them "
+                              "first or pass cascade=true", contents=contents)
     # The foreign keys cascade in the database; the ORM objects of the contents are not
     # loaded, so one DELETE removes the project and everything in it.
     db.session.execute(db.delete(Project).where(Project.id == project.id))
     db.session.commit()
 
 
-def count_projects() -> int:
-    return db.session.scalar(select(func.count()).select_from(Project)) or 0
+def shadowed_projects() -> list[str]:
+    """Projects whose name a configured data source also has (SQL reaches the data source)."""
+    names = {n.lower() for n in current_sources().names()}
+    return [p.name for p in list_projects() if p.name_key in names]

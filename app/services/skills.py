@@ -1,24 +1,25 @@
 """Skills: named tools (SQL, retrieval, …) that agents of a project use."""
 
+from collections.abc import Callable
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import Select, Text, bindparam, cast, select
 
-from ..errors import BadRequest, Conflict, NotFound
+from ..errors import AgentNotFound, BadRequest, NameTaken, SkillNotFound
 from ..extensions import db
+from ..rules.names import is_id, name_key, ref_value, validate_name
+from ..rules.secrets import mask_json_text, merge
+from ..sql.sources import data_source_names
 from ..store import Agent, AgentSkill, Project, Skill
 from .common import Raced, commit, retried_on_race
-from .lookup import find_in_project, not_found, taken_or_gone
-from .names import is_id, name_key, ref_value, validate_name
+from .lookup import find_in_project, taken_or_gone
 from .projects import get_project
-from .secrets import mask_json_text, merge
 from .views import skill_query, skill_statement, skill_views, views_of_skills
 
 
-def _taken(name: str) -> Conflict:
-    return Conflict(f"Skill '{name}' already exists in this project; choose another name",
-                    title="Skill already exists")
+def _taken(name: str, project_name: str) -> Callable[[], NameTaken]:
+    # Names read before the commit: a rollback expires the loaded objects.
+    return lambda: NameTaken("Skill", name, project_name)
 
 
 def list_skills(project_name: str, *, agent_id: int | None = None,
@@ -47,11 +48,11 @@ def skill_summaries(project_name: str) -> list[tuple[str, str, str]]:
 
 
 def _agent_id(project: Project, ref: str) -> int:
-    return find_in_project(select(Agent.id), Agent, "Agent", project, ref)
+    return find_in_project(select(Agent.id), Agent, AgentNotFound, project, ref)
 
 
 def find_skill(project: Project, ref: str) -> Skill:
-    return find_in_project(select(Skill), Skill, "Skill", project, ref)
+    return find_in_project(select(Skill), Skill, SkillNotFound, project, ref)
 
 
 def get_skill(project_name: str, ref: str) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def get_skill(project_name: str, ref: str) -> dict[str, Any]:
     statement, params = _skill_by_ref(project_name, ref)
     views = views_of_skills(statement, params)
     if not views:
-        raise not_found("Skill", ref, get_project(project_name).name)
+        raise SkillNotFound(ref, get_project(project_name).name)
     return views[0]
 
 
@@ -81,14 +82,14 @@ def _view(project: Project, skill: Skill) -> dict[str, Any]:
     """The view of a skill just written (gone if another request deleted it since: 404)."""
     views = skill_views(skill_query().where(Skill.id == skill.id))
     if not views:
-        raise not_found("Skill", skill.name, project.name)
+        raise SkillNotFound(skill.name, project.name)
     return views[0]
 
 
 def _check_params(skill_type: str, params: dict[str, Any]) -> None:
     if skill_type != "sql":
         return
-    sources = _data_source_names()
+    sources = data_source_names()
     database = params.get("database")
     errors = {}
     if not isinstance(database, str) or not database:
@@ -105,11 +106,6 @@ def _check_params(skill_type: str, params: dict[str, Any]) -> None:
                          errors={"params": errors})
 
 
-def _data_source_names() -> list[str]:
-    registry = current_app.extensions.get("quarry.sources")
-    return list(registry.names()) if registry is not None else []
-
-
 def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     project = get_project(project_name)
     name = validate_name("skill", data["name"])
@@ -118,7 +114,7 @@ def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     skill = Skill(project_id=project.id, name=name, name_key=name_key(name),
                   type=data["type"], params=params)
     db.session.add(skill)
-    commit(taken_or_gone(project, lambda: _taken(name)))
+    commit(taken_or_gone(project, _taken(name, project.name)))
     return _view(project, skill)
 
 
@@ -132,7 +128,7 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
     project = get_project(project_name)
     try:
         skill = find_skill(project, ref)
-    except NotFound:
+    except SkillNotFound:
         if is_id(ref):
             raise
         missing = [f for f in ("type", "params") if data.get(f) is None]
@@ -143,7 +139,7 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
                              ) from None
         try:
             return create_skill(project_name, {**data, "name": ref}), True
-        except Conflict:
+        except NameTaken:
             raise Raced from None  # created meanwhile by another PUT: update that one
     if data.get("name") is not None:
         skill.name = validate_name("skill", data["name"])
@@ -153,8 +149,7 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
     if data.get("params") is not None:
         skill.params = merge(skill.params, data["params"])
     _check_params(skill.type, skill.params)
-    new_name = skill.name
-    commit(lambda: _taken(new_name))
+    commit(_taken(skill.name, project.name))
     return _view(project, skill), False
 
 
@@ -172,7 +167,8 @@ def skills_by_name(project: Project, names: list[str]) -> dict[str, Skill]:
         select(Skill).where(Skill.project_id == project.id, Skill.name_key.in_(keys)))}
     missing = [n for n in names if name_key(n) not in found]
     if missing:
-        raise NotFound(f"Skill(s) {', '.join(repr(m) for m in missing)} do not exist in "
-                       f"project '{project.name}'", title="Skill not found")
+        raise SkillNotFound(missing[0], project.name,
+                            detail=f"Skill(s) {', '.join(repr(m) for m in missing)} do not "
+                                   f"exist in project '{project.name}'")
     return found
 

@@ -14,17 +14,17 @@ import logging
 import os
 import socket
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..extensions import db
+from ..lru import LruCache
 from ..store import MLModel
 from ..store.types import utcnow
 
@@ -34,6 +34,7 @@ HEARTBEAT_S = 10.0
 # A heartbeat older than this means the trainer is gone (another host, a hung process).
 STALE_AFTER = timedelta(seconds=90)
 MODEL_CACHE_SIZE = 32
+PENDING = ("generating", "training")  # a model's statuses before it is complete or error
 
 
 def _process_start(pid: int) -> str | None:
@@ -149,51 +150,32 @@ class Trainer:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-class ModelCache:
-    """Unpacked artifacts of this process, keyed by model id and last update time."""
-
-    def __init__(self, size: int = MODEL_CACHE_SIZE) -> None:
-        self._size = size
-        self._items: OrderedDict[tuple[int, Any], Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[int, Any]) -> Any | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: tuple[int, Any], value: Any) -> None:
-        with self._lock:
-            for old in [k for k in self._items if k[0] == key[0]]:
-                del self._items[old]
-            self._items[key] = value
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-    def drop(self, model_id: int) -> None:
-        with self._lock:
-            for old in [k for k in self._items if k[0] == model_id]:
-                del self._items[old]
+def recover_orphans(models: list[MLModel] | None = None) -> int:
+    """Mark error every pending model whose trainer process is gone; returns how many."""
+    if models is None:
+        models = list(db.session.scalars(select(MLModel).where(MLModel.status.in_(PENDING))))
+    now = utcnow()
+    dead = [m for m in models
+            if m.status in PENDING and not trainer_alive(m.trainer, m.heartbeat_at, now)]
+    for model in dead:
+        db.session.execute(
+            update(MLModel)
+            .where(MLModel.id == model.id, MLModel.status.in_(PENDING),
+                   MLModel.trainer.is_(None) if model.trainer is None
+                   else MLModel.trainer == model.trainer)
+            .values(status="error", trainer=None, heartbeat_at=None, updated_at=now,
+                    error=f"Training was interrupted: the process training the model "
+                          f"({model.trainer or 'unknown'}) stopped before it finished. "
+                          "Drop the model and create it again."))
+    if dead:
+        db.session.commit()
+        for model in dead:
+            db.session.refresh(model)
+    return len(dead)
 
 
 def init_trainer(app: Flask) -> None:
-    """Build this app's trainer and artifact cache; mark models orphaned by a dead process."""
+    """Build this app's trainer, and its cache of unpacked artifacts: model id ->
+    (the model's updated_at when unpacked, the loaded model)."""
     app.extensions["quarry.trainer"] = Trainer(app, app.config["TRAINING_WORKERS"])
-    app.extensions["quarry.model_cache"] = ModelCache()
-    from .models import recover_orphans
-
-    with app.app_context():
-        try:
-            recovered = recover_orphans()
-        except SQLAlchemyError:
-            # A store not migrated yet (``flask db upgrade`` builds an app too) or down:
-            # the models are checked again whenever they are read.
-            db.session.rollback()
-            log.debug("orphaned models not checked at start-up", exc_info=True)
-        else:
-            if recovered:
-                log.warning("marked %d interrupted model(s) as error", recovered)
-        finally:
-            db.session.remove()
+    app.extensions["quarry.model_cache"] = LruCache(MODEL_CACHE_SIZE)

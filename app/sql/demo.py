@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 DEMO_VERSION = 1  # stored as PRAGMA user_version; bump to rebuild old files
+_BUILD_IN_CHILD = "import sys; from app.sql.demo import build_demo; build_demo(sys.argv[1])"
 
 
 def column_name(feature: str) -> str:
@@ -109,11 +110,8 @@ def ensure_demo(path: str) -> str:
     ~120 MiB that serving SQL never needs).
     """
     if not (os.path.exists(path) and _is_current(path)):
-        subprocess.run([sys.executable, "-m", "app.sql.demo", path], check=True,
+        subprocess.run([sys.executable, "-c", _BUILD_IN_CHILD, path], check=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(
                            os.path.abspath(__file__)))))
     return path
 
-
-if __name__ == "__main__":
-    build_demo(sys.argv[1])

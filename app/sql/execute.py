@@ -256,18 +256,31 @@ def _classify(exc: BaseException) -> ErrorCode:
             return _MYSQL_CODES.get(args[0], ErrorCode.QUERY_FAILED)
         return ErrorCode.SOURCE_DOWN
     if isinstance(exc, sqlite3.Error):
-        text = str(exc).lower()
-        for needle, code in (("interrupted", ErrorCode.TIME_LIMIT),
-                             ("not authorized", ErrorCode.READ_ONLY),
-                             ("readonly database", ErrorCode.READ_ONLY),
-                             ("no such table", ErrorCode.UNKNOWN_TABLE),
-                             ("syntax error", ErrorCode.SYNTAX),
-                             ("unable to open", ErrorCode.SOURCE_DOWN)):
-            if needle in text:
-                return code
-        return ErrorCode.QUERY_FAILED
+        return _classify_sqlite(exc)
     if isinstance(exc, OSError | ConnectionError):
         return ErrorCode.SOURCE_DOWN
+    return ErrorCode.QUERY_FAILED
+
+
+# SQLite's primary result codes (the low byte of ``sqlite_errorcode``, extended codes too).
+_SQLITE_CODES = {sqlite3.SQLITE_INTERRUPT: ErrorCode.TIME_LIMIT,  # the progress handler
+                 sqlite3.SQLITE_AUTH: ErrorCode.READ_ONLY,        # the authorizer refused
+                 sqlite3.SQLITE_READONLY: ErrorCode.READ_ONLY,
+                 sqlite3.SQLITE_CANTOPEN: ErrorCode.SOURCE_DOWN}
+# SQLITE_ERROR covers every compile error alike; only its text tells these two apart.
+_SQLITE_ERROR_TEXTS = (("no such table", ErrorCode.UNKNOWN_TABLE),
+                       ("syntax error", ErrorCode.SYNTAX))
+
+
+def _classify_sqlite(exc: sqlite3.Error) -> ErrorCode:
+    primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if primary in _SQLITE_CODES:
+        return _SQLITE_CODES[primary]
+    if primary == sqlite3.SQLITE_ERROR:
+        text = str(exc).lower()
+        for needle, code in _SQLITE_ERROR_TEXTS:
+            if needle in text:
+                return code
     return ErrorCode.QUERY_FAILED
 
 

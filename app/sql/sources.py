@@ -11,9 +11,7 @@ import logging
 import os
 import re
 import sqlite3
-import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,12 +22,16 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
+from ..lru import LruCache
+from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE
+from .demo import ensure_demo
 from .errors import ErrorCode, SqlError
 from .functions import FunctionPolicy, policy_for
 
 EXTENSION_KEY = "quarry.sources"
 DEMO_NAME = "demo"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$")
+RESERVED_NAMES = (DEFAULT_PROJECT, SYSTEM_DATABASE)
 
 # SQLAlchemy backend name -> (our dialect, sqlglot dialect, driver forced into the URL).
 _BACKENDS = {
@@ -93,36 +95,14 @@ class DataSource:
             self.functions = policy_for(self.dialect)
 
 
-class LruCache:
-    """A small thread-safe LRU map (gated statements: dashboards repeat their queries)."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: Any, value: Any) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
 class SourceRegistry:
     """Named data sources; names are matched case-insensitively."""
 
     def __init__(self) -> None:
         self._sources: dict[str, DataSource] = {}
         self.constants: DataSource | None = None  # table-less SELECTs run here
-        self.gate_cache = LruCache(1024)
+        # Gated statements: dashboards repeat their queries.
+        self.gate_cache: LruCache[tuple, Any] = LruCache(1024)
 
     def add(self, source: DataSource) -> None:
         self._sources[source.name.lower()] = source
@@ -225,6 +205,10 @@ def build_source(name: str, spec: Any, settings: dict[str, Any]) -> DataSource:
     """A DataSource from one DATA_SOURCES entry: a URL, or {url, timeout_s, max_rows}."""
     if not _NAME_RE.match(name):
         raise RuntimeError(f"QUARRY_DATA_SOURCES: '{name}' is not a valid data source name")
+    if name.lower() in RESERVED_NAMES:
+        # Data sources and projects share SQL's one name space of databases (SHOW DATABASES).
+        raise RuntimeError(f"QUARRY_DATA_SOURCES: '{name}' is reserved (the default project "
+                           f"{DEFAULT_PROJECT}, and {SYSTEM_DATABASE}); choose another name")
     if isinstance(spec, str):
         spec = {"url": spec}
     if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
@@ -263,8 +247,6 @@ def init_sources(app: Flask) -> SourceRegistry:
     for name, spec in configured.items():
         registry.add(build_source(name, spec, settings))
     if settings.get("DEMO_SOURCE") and registry.get(DEMO_NAME) is None:
-        from .demo import ensure_demo
-
         path = ensure_demo(demo_path(app))
         registry.add(_sqlite_source(DEMO_NAME, path, settings, settings["SQL_TIMEOUT_S"],
                                     settings["SQL_MAX_ROWS"]))

@@ -1,5 +1,11 @@
 """API.md §2: projects."""
 
+import logging
+import sqlite3
+
+import pytest
+
+from app.sql.errors import ErrorCode
 from tests.helpers import assert_problem, skill_body
 
 
@@ -84,3 +90,52 @@ def test_delete_cascade_flag_must_be_boolean(client):
     client.post("/api/projects", json={"name": "p1"})
     assert_problem(client.delete("/api/projects/p1?cascade=maybe"), 400, "cascade")
     assert client.get("/api/projects/p1").status_code == 200
+
+
+def _sql(client, query: str) -> dict:
+    response = client.post("/api/sql/query", json={"query": query})
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def test_project_may_not_take_a_data_source_name_on_rest_or_sql(make_app, tmp_path):
+    """Projects and data sources are both databases in SQL: one name space, one rule (in the
+    service), the same 409 on both paths."""
+    warehouse = tmp_path / "warehouse.db"
+    sqlite3.connect(warehouse).close()
+    client = make_app(DATA_SOURCES={"Warehouse": f"sqlite:///{warehouse}"}).test_client()
+    for name in ("demo", "DEMO", "warehouse", "information_schema", "Information_Schema"):
+        body = assert_problem(client.post("/api/projects", json={"name": name}), 409,
+                              name, "reserved")
+        assert body["title"] == "Name reserved"
+        for statement in (f"CREATE PROJECT {name}", f"CREATE PROJECT IF NOT EXISTS {name}",
+                          f"CREATE DATABASE {name}"):
+            answer = _sql(client, statement)
+            assert answer["type"] == "error", (statement, answer)
+            assert answer["error_code"] == ErrorCode.CONFLICT, answer
+            assert name in answer["error_message"]
+    assert [p["name"] for p in client.get("/api/projects").get_json()] == ["mindsdb"]
+    # SQL still reaches the data source by that name.
+    answer = _sql(client, "SHOW SKILLS FROM demo")
+    assert answer["error_code"] == ErrorCode.UNSUPPORTED and "data source" in \
+        answer["error_message"]
+
+
+def test_data_source_may_not_take_a_reserved_name(make_app):
+    for name in ("mindsdb", "MindsDB", "information_schema"):
+        with pytest.raises(RuntimeError, match=f"'{name}' is reserved"):
+            make_app(DATA_SOURCES={name: "sqlite://"})
+
+
+def test_start_warns_of_a_project_a_new_data_source_hides(make_app, tmp_path, caplog):
+    first = make_app().test_client()
+    assert first.post("/api/projects", json={"name": "sales"}).status_code == 201
+    sales = tmp_path / "sales.db"
+    sqlite3.connect(sales).close()
+    caplog.set_level(logging.WARNING, logger="app")
+    client = make_app(DATA_SOURCES={"sales": f"sqlite:///{sales}"}).test_client()
+    assert "project(s) sales have the name of a data source" in caplog.text
+    # REST still reaches the project; SQL reaches the data source.
+    assert client.get("/api/projects/sales").status_code == 200
+    answer = _sql(client, "SHOW SKILLS FROM sales")
+    assert answer["error_code"] == ErrorCode.UNSUPPORTED

@@ -2,6 +2,7 @@
 
 import pytest
 
+from app.sql.errors import ErrorCode
 from tests.helpers import assert_problem
 from tests.models.conftest import create, wait_for
 
@@ -139,3 +140,43 @@ def test_describe_and_predict_wait_for_training(make_app):
     # Deleting it mid-training works; the trainer's late result is dropped.
     assert client.delete("/api/projects/p1/models/slow").status_code == 204
     assert_problem(client.get("/api/projects/p1/models/slow"), 404, "slow")
+
+
+@pytest.mark.parametrize("name", ["models", "Skills", "agents"])
+def test_model_may_not_take_the_name_of_a_project_table(p1, name):
+    # SELECT … FROM p1.models reads the project's table of models: such a model could never
+    # be queried. One rule in the service: REST and SQL both refuse it with 409.
+    query = f"CREATE MODEL p1.{name} FROM demo (SELECT * FROM iris) PREDICT species"
+    body = assert_problem(create(p1, query), 409, name, "reserved")
+    assert body["title"] == "Name reserved"
+    answer = p1.post("/api/sql/query", json={"query": query}).get_json()
+    assert answer["type"] == "error" and answer["error_code"] == ErrorCode.CONFLICT, answer
+    assert name in answer["error_message"]
+    assert p1.get("/api/projects/p1/models").get_json() == []
+
+
+def test_using_errors_name_each_field_on_rest_and_sql(p1):
+    # One schema checks USING for both paths: the same fields, the same messages.
+    query = ("CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species USING "
+             "validation_fraction = '0.3', max_rows = 2.5, Colour = 'red', engine = SkLearn")
+    body = assert_problem(create(p1, query), 400, "using")
+    assert body["errors"] == {
+        "validation_fraction": ["Must be a number from 0.05 to 0.5."],
+        "max_rows": ["Must be a positive integer."],
+        "colour": ["Unknown key; accepted keys: engine, join_learn_process, problem, "
+                   "validation_fraction, max_rows."]}
+    answer = p1.post("/api/sql/query", json={"query": query}).get_json()
+    assert answer["error_code"] == ErrorCode.INVALID_STATEMENT, answer
+    for field, messages in body["errors"].items():
+        assert f"{field}: {messages[0]}" in answer["error_message"]
+    assert p1.get("/api/projects/p1/models").get_json() == []
+
+
+def test_using_values_may_be_bare_words(p1):
+    # USING engine = sklearn (no quotes): the parser's identifier reaches the service as text.
+    response = create(p1, "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
+                          "USING engine = LightWood, problem = classification, "
+                          "join_learn_process = true")
+    assert response.status_code == 201, response.get_json()
+    assert response.get_json()["training_options"]["using"] == {
+        "engine": "lightwood", "problem": "classification", "join_learn_process": True}

@@ -161,6 +161,11 @@ def test_skill_and_agent_statements_match_rest(client):
                   "tables = ['t']", ErrorCode.INVALID_STATEMENT, "nowhere")
     error(client, "CREATE SKILL nope.s USING type = 'sql', database = 'demo', tables = ['t']",
           ErrorCode.NOT_FOUND, "Project not found: nope")
+    # A bare word is a value too (the parser reads it as a name): stored as its text.
+    ok(client, "CREATE SKILL p1.bare USING type = retrieval, source = kb, depth = 2")
+    assert client.get("/api/projects/p1/skills/bare").get_json()["params"] == {
+        "source": "kb", "depth": 2}
+    ok(client, "DROP SKILL p1.bare")
 
     rest = client.get("/api/projects/p1/skills").get_json()
     assert [s["name"] for s in rest] == ["sql_skill", "kb_skill"]

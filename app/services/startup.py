@@ -1,0 +1,38 @@
+"""Checks of the metadata store when the app starts."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..extensions import db
+from .projects import shadowed_projects
+from .trainer import recover_orphans
+
+log = logging.getLogger(__name__)
+
+
+def check_store(app: Flask) -> None:
+    """Mark models orphaned by a dead trainer as error; warn of projects a data source hides."""
+    with app.app_context():
+        try:
+            recovered = recover_orphans()
+            shadowed = shadowed_projects()
+        except SQLAlchemyError:
+            # A store not migrated yet (``flask db upgrade`` builds an app too) or down:
+            # the models are checked again whenever they are read.
+            db.session.rollback()
+            log.debug("store not checked at start-up", exc_info=True)
+            return
+        finally:
+            db.session.remove()
+    if recovered:
+        log.warning("marked %d interrupted model(s) as error", recovered)
+    if shadowed:
+        # A data source configured after the project was made: SQL's db.table reaches the
+        # data source, so the project's objects are reachable over REST only.
+        log.warning("project(s) %s have the name of a data source: SQL statements reach the "
+                    "data source; rename the data source in QUARRY_DATA_SOURCES",
+                    ", ".join(shadowed))
