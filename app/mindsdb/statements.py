@@ -7,7 +7,7 @@ returns the answer body of API.md §1 (``type`` table or ok).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mindsdb_sql_parser.ast import (
@@ -34,6 +34,7 @@ from ..errors import (
     AgentNotFound,
     ModelNotFound,
     NameTaken,
+    ObjectNotFound,
     ProjectNotFound,
     QuarryError,
     SkillNotFound,
@@ -282,13 +283,6 @@ def create_skill(statement: CreateSkill, ctx: Context) -> Body:
     return ok_body(ctx)
 
 
-def drop_skill(statement: DropSkill, ctx: Context) -> Body:
-    project, name = ctx.split(_name(statement.name), "skill")
-    with _about(project, name, SkillNotFound, accept=statement.if_exists):
-        skill_service.delete_skill(project, name)
-    return ok_body(ctx)
-
-
 # USING keys of CREATE AGENT that are fields of the agent record, not entries of params.
 _AGENT_FIELDS = ("skills", "provider", "model_name", "prompt_template", "data")
 
@@ -311,11 +305,19 @@ def create_agent(statement: CreateAgent, ctx: Context) -> Body:
     return ok_body(ctx)
 
 
-def drop_agent(statement: DropAgent, ctx: Context) -> Body:
-    project, name = ctx.split(_name(statement.name), "agent")
-    with _about(project, name, AgentNotFound, accept=statement.if_exists):
-        agent_service.delete_agent(project, name)
-    return ok_body(ctx)
+def _drop(kind: str, missing: type[ObjectNotFound], delete: Callable[[str, str], None]
+          ) -> Callable[[DropSkill | DropAgent, Context], Body]:
+    """DROP SKILL / DROP AGENT [IF EXISTS] [p.]name: the REST route's delete."""
+    def drop(statement: DropSkill | DropAgent, ctx: Context) -> Body:
+        project, name = ctx.split(_name(statement.name), kind)
+        with _about(project, name, missing, accept=statement.if_exists):
+            delete(project, name)
+        return ok_body(ctx)
+    return drop
+
+
+drop_skill = _drop("skill", SkillNotFound, skill_service.delete_skill)
+drop_agent = _drop("agent", AgentNotFound, agent_service.delete_agent)
 
 
 def equality_row(where: Any) -> dict[str, Any]:
