@@ -26,10 +26,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: setup.cfg setup.py | $(BIN)/python
+$(VENV)/.installed: setup.cfg setup.py pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: setup.cfg setup.py | $(BIN)/python
+$(VENV)/.installed-test: setup.cfg setup.py pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
