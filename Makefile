@@ -27,9 +27,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: setup.cfg setup.py pyproject.toml | $(BIN)/python
+	@echo "Installing Quarry and its dependencies into $(VENV) (the first time: a minute or two)"
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg setup.py pyproject.toml | $(BIN)/python
+	@echo "Installing Quarry, its dependencies and the test tools into $(VENV) (the first time: a minute or two)"
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed

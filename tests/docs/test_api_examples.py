@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,7 +30,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 from app import create_app
 from app.config import load_settings
 from app.extensions import db
-from tests.live import ROOT, flask, quarry_env, serving
+from tests.live import ROOT, quarry_env, serving
 
 API_MD = ROOT / "docs" / "API.md"
 # The sign-in section's user (docs/API.md says an operator created it from the command line).
@@ -220,9 +223,11 @@ def test_every_route_has_an_example(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory) -> Iterator[dict[str, str]]:
+def servers(tmp_path_factory, sqlite_template) -> Iterator[dict[str, str]]:
     """Two gunicorns on fresh stores: the default settings, and sign-in required."""
     tmp = tmp_path_factory.mktemp("api-docs")
+    for store in ("open.db", "auth.db"):  # copies of the store the migrations built
+        shutil.copy(sqlite_template, tmp / store)
     settings = {"QUARRY_WORKERS": "1", "QUARRY_THREADS": "4"}
     open_env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/open.db",
                           QUARRY_INSTANCE_PATH=str(tmp / "open"), **settings)
@@ -230,11 +235,14 @@ def servers(tmp_path_factory) -> Iterator[dict[str, str]]:
                           QUARRY_INSTANCE_PATH=str(tmp / "auth"), QUARRY_DEMO_SOURCE="false",
                           QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY="docs-" + "k" * 40,
                           **settings)
-    for env in (open_env, auth_env):
-        flask(env, "db", "upgrade")
     _create_user(auth_env)
-    with serving(open_env, tmp / "open") as plain, serving(auth_env, tmp / "auth") as guarded:
-        yield {OPEN: plain.url, SIGNED_IN: guarded.url}
+    # Started side by side: each takes seconds to load the app (and to build the demo data).
+    with ExitStack() as stack:
+        with ThreadPoolExecutor(2) as pool:
+            started = pool.map(lambda args: stack.enter_context(serving(*args)).url,
+                               [(open_env, tmp / "open"), (auth_env, tmp / "auth")])
+            plain, guarded = list(started)
+        yield {OPEN: plain, SIGNED_IN: guarded}
 
 
 def _create_user(env: dict[str, str]) -> None:
