@@ -26,10 +26,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: setup.cfg setup.py | $(BIN)/python
+$(VENV)/.installed: setup.cfg setup.py pyproject.toml | $(BIN)/python
+	@echo "Installing Quarry and its dependencies into $(VENV) (the first time: a minute or two)"
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: setup.cfg setup.py | $(BIN)/python
+$(VENV)/.installed-test: setup.cfg setup.py pyproject.toml | $(BIN)/python
+	@echo "Installing Quarry, its dependencies and the test tools into $(VENV) (the first time: a minute or two)"
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
