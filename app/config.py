@@ -65,12 +65,15 @@ SETTINGS: list[Setting] = [
             "Most rows read from the source query to train a model"),
     Setting("AUTH_REQUIRED", False, bool,
             "Require sign-in (session cookie, Bearer token or X-Api-Key) on every route "
-            "but /api/status and /api/login"),
+            "but /api/status, /api/login and the liveness probe /api/util/ping"),
     Setting("SESSION_TTL_S", 12 * 3600, int,
             "Lifetime of a sign-in session, in seconds"),
     Setting("LOGIN_MAX_FAILURES", 5, int,
-            "Failed sign-ins allowed per user and per client address in LOGIN_WINDOW_S "
-            "before further attempts are refused with 429"),
+            "Failed sign-ins allowed for one user name from one client address in "
+            "LOGIN_WINDOW_S; further attempts of that user from that address get 429"),
+    Setting("LOGIN_MAX_FAILURES_PER_ADDRESS", 100, int,
+            "Failed sign-ins allowed from one client address, whatever the user names, in "
+            "LOGIN_WINDOW_S; further attempts from that address get 429"),
     Setting("LOGIN_WINDOW_S", 300, int,
             "Window, in seconds, over which failed sign-ins are counted"),
     Setting("PROXY_HOPS", 0, int,

@@ -12,7 +12,6 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from flask import current_app
-from mindsdb_sql_parser import parse_sql
 from mindsdb_sql_parser.ast.mindsdb import CreatePredictor
 from sqlalchemy import delete, select, update
 
@@ -23,6 +22,7 @@ from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
 from ..sql.gate import gate
 from ..sql.sources import current_sources
+from ..sql.syntax import parse_mindsdb
 from ..store import MLModel
 from ..store.types import utcnow
 from .common import Raced, commit, retried_on_race
@@ -56,10 +56,10 @@ def parse_create_model(query: str) -> CreatePredictor:
     if not isinstance(query, str) or not query.strip():
         raise BadRequest('Missing "query": a CREATE MODEL statement', title="Query required")
     try:
-        statement = parse_sql(query)
-    except Exception as exc:  # the parser raises its own assorted types
-        raise BadRequest(f"SQL CREATE statement is invalid: {query} ({exc})",
-                         title="Invalid query string") from exc
+        statement = parse_mindsdb(query)
+    except SqlError as exc:  # a syntax error in SQL words: line, column, token
+        raise BadRequest(f"The CREATE MODEL statement cannot be read: {exc.message}",
+                         title="Invalid query string") from None
     if not isinstance(statement, CreatePredictor):
         raise BadRequest(f"SQL statement is not a CREATE MODEL statement: {query}",
                          title="Invalid CREATE SQL statement")

@@ -10,7 +10,7 @@ from flask import current_app
 from .catalog import service_statement
 from .errors import SqlError
 from .execute import effective_timeout, fetch_rows, run_statement
-from .gate import gate
+from .gate import check_count_params, gate
 from .sources import current_sources, data_source_names
 
 __all__ = ["execute_sql", "fetch_rows", "data_source_names", "error_body", "DEFAULT_DB"]
@@ -47,6 +47,7 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None) -> dict[str, Any]:
     registry = current_sources()
     gated = gate(query, registry, db)
+    check_count_params(gated, params)
     target = gated.source or registry.constants
     result = run_statement(target, gated.sql, params, gated.param_names,
                            timeout_s=effective_timeout(target, timeout_s),

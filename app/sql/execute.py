@@ -77,9 +77,10 @@ def _checkout(source: DataSource) -> Any:
     try:
         return source.connect()
     except sa_exc.TimeoutError:
+        what = f"Data source '{source.name}'" if source.name else \
+            "The engine for statements without a table"
         raise SqlError(ErrorCode.BUSY,
-                       f"Data source '{source.name}' is busy: no free connection; "
-                       f"try again shortly") from None
+                       f"{what} is busy: no free connection; try again shortly") from None
     except Exception as exc:
         raise SqlError(ErrorCode.SOURCE_DOWN,
                        f"Data source '{source.name}' cannot be reached: "
@@ -220,7 +221,8 @@ def _driver_message(exc: BaseException) -> str:
 
 _PG_CODES = {"57014": ErrorCode.TIME_LIMIT, "25006": ErrorCode.READ_ONLY,
              "42501": ErrorCode.PERMISSION_DENIED, "42P01": ErrorCode.UNKNOWN_TABLE,
-             "42601": ErrorCode.SYNTAX, "3F000": ErrorCode.UNKNOWN_TABLE}
+             "42601": ErrorCode.SYNTAX, "3F000": ErrorCode.UNKNOWN_TABLE,
+             "22003": ErrorCode.OUT_OF_RANGE}
 _MYSQL_CODES = {1969: ErrorCode.TIME_LIMIT, 3024: ErrorCode.TIME_LIMIT,
                 1317: ErrorCode.TIME_LIMIT, 1792: ErrorCode.READ_ONLY,
                 1146: ErrorCode.UNKNOWN_TABLE, 1049: ErrorCode.UNKNOWN_TABLE,
@@ -228,7 +230,8 @@ _MYSQL_CODES = {1969: ErrorCode.TIME_LIMIT, 3024: ErrorCode.TIME_LIMIT,
                 1143: ErrorCode.PERMISSION_DENIED, 1044: ErrorCode.PERMISSION_DENIED,
                 1045: ErrorCode.PERMISSION_DENIED, 1227: ErrorCode.PERMISSION_DENIED,
                 1370: ErrorCode.PERMISSION_DENIED, 2003: ErrorCode.SOURCE_DOWN,
-                2006: ErrorCode.SOURCE_DOWN, 2013: ErrorCode.SOURCE_DOWN}
+                2006: ErrorCode.SOURCE_DOWN, 2013: ErrorCode.SOURCE_DOWN,
+                1264: ErrorCode.OUT_OF_RANGE, 1690: ErrorCode.OUT_OF_RANGE}
 
 
 def _classify(exc: BaseException) -> ErrorCode:
@@ -262,27 +265,47 @@ def _classify(exc: BaseException) -> ErrorCode:
                              ("readonly database", ErrorCode.READ_ONLY),
                              ("no such table", ErrorCode.UNKNOWN_TABLE),
                              ("syntax error", ErrorCode.SYNTAX),
+                             ("integer overflow", ErrorCode.OUT_OF_RANGE),
                              ("unable to open", ErrorCode.SOURCE_DOWN)):
             if needle in text:
                 return code
         return ErrorCode.QUERY_FAILED
     if isinstance(exc, OSError | ConnectionError):
         return ErrorCode.SOURCE_DOWN
+    if isinstance(exc, OverflowError):  # sqlite3: a parameter beyond 64-bit integers
+        return ErrorCode.OUT_OF_RANGE
     return ErrorCode.QUERY_FAILED
+
+
+def _where(source: DataSource) -> str:
+    """Where a statement ran, for a message. A statement that names no table runs on no data
+    source (an in-memory SQLite whose name is empty): say that, not "data source ''"."""
+    return f"on data source '{source.name}'" if source.name else "without a data source"
+
+
+# Said after the driver's message when a statement named no table (SELECT nosuch).
+_NO_TABLE_HINT = (" (the statement names no table; to read one, write FROM <source>.<table> "
+                  "or set context.db to a data source)")
 
 
 def _translate(source: DataSource, exc: BaseException, timeout_s: float) -> SqlError:
     code = _classify(exc)
     message = _driver_message(exc)
+    where = _where(source)
     if code == ErrorCode.TIME_LIMIT:
-        return SqlError(code, f"The statement on data source '{source.name}' was cancelled: "
+        return SqlError(code, f"The statement {where} was cancelled: "
                               f"it ran past the time limit of {timeout_s:g} s")
     if code == ErrorCode.SOURCE_DOWN:
         return SqlError(code, f"Data source '{source.name}' cannot be reached: {message}")
     if code == ErrorCode.READ_ONLY:
-        return SqlError(code, f"The statement is refused: data source '{source.name}' is "
-                              f"read-only ({message})")
-    return SqlError(code, f"The statement failed on data source '{source.name}': {message}")
+        return SqlError(code, f"The statement is refused {where}: it is read-only "
+                              f"({message})")
+    if code == ErrorCode.OUT_OF_RANGE:
+        if isinstance(exc, OverflowError):
+            message = "an integer parameter is beyond 64 bits"
+        return SqlError(code, f"A number is too large {where}: {message}")
+    hint = "" if source.name else _NO_TABLE_HINT
+    return SqlError(code, f"The statement failed {where}: {message}{hint}")
 
 
 def fetch_rows(source: str, select_sql: str, *, max_rows: int, timeout_s: float | None = None,
