@@ -1,14 +1,14 @@
 """Read-only execution on one data source, per dialect, with a time limit and a row cap.
 
 Layers after the parser gate (``gate.py``):
-- SQLite: opened ``mode=ro`` with an authorizer that allows reads and functions only;
+- SQLite: opened ``mode=ro`` with an authorizer that allows reads and listed functions only;
   the time limit is a progress handler that interrupts the statement inside SQLite.
 - PostgreSQL: every statement runs in ``BEGIN TRANSACTION READ ONLY`` that is always rolled
   back, with ``SET LOCAL statement_timeout`` so the server itself cancels it; rows come
   from a server-side cursor so that only ``cap + 1`` rows ever leave the server.
 - MySQL/MariaDB: ``START TRANSACTION READ ONLY``, always rolled back, with
   ``max_statement_time`` (MariaDB) / ``max_execution_time`` (MySQL) set on the session;
-  rows stream through an unbuffered cursor.
+  rows stream through an unbuffered cursor; the session is reset after every request.
 """
 
 from __future__ import annotations
@@ -170,9 +170,9 @@ def _run_mysql_statement(conn: Any, sql: str, params: dict | None, timeout_s: fl
         cut = elapsed >= 0.9 * timeout_s and _mariadb_cut_statement(my)
     else:  # MySQL cannot be asked: a statement that took the whole limit is not trusted
         cut = elapsed >= timeout_s
-    my.rollback()
     if cut:
         raise _CutByTimeLimit
+    # No ROLLBACK of its own: the session reset that follows rolls the transaction back.
     return _result(columns, rows, max_rows)
 
 

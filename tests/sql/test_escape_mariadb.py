@@ -104,6 +104,8 @@ ATTEMPTS = [
     "SELECT {db}.quarry_wipe() FROM items",
     "SELECT * FROM items WHERE id = quarry_wipe()",
     "SELECT mysql.quarry_wipe()",
+    "SELECT * FROM {db}.quarry_wipe() AS t",
+    "SELECT * FROM {db}.concat('a') AS t",
     # Row and table locks
     "SELECT * FROM items LOCK IN SHARE MODE",
     "SELECT * FROM items FOR UPDATE",
@@ -378,7 +380,7 @@ def test_functions_are_refused_by_name(ask, role):
         assert f"{name}()" in body["error_message"], body
     body = ask(f"SELECT {SRC_DB}.quarry_lock()", db)
     assert body["error_code"] == ErrorCode.FORBIDDEN_FUNCTION
-    assert "stored in a database" in body["error_message"]
+    assert "named with a database" in body["error_message"]
 
 
 @pytest.mark.parametrize("role", list(ROLES))

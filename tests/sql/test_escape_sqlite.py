@@ -76,6 +76,8 @@ ATTEMPTS = [
     "SELECT fts5('evil')",
     "SELECT * FROM sqlite_dbpage",
     "SELECT * FROM json_each('[1, 2]')",
+    "SELECT * FROM main.json_each('[1, 2]')",
+    "SELECT * FROM main.abs(1)",
     # Writes and schema changes
     "INSERT INTO items (id, name) VALUES (99, 'x')",
     "INSERT OR REPLACE INTO items (id, name) VALUES (1, 'x')",

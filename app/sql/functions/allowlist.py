@@ -29,11 +29,16 @@ class AllowListPolicy(FunctionPolicy):
     reasons: dict[str, str] = {}          # why a well-known function is refused
 
     def refusal(self, node: exp.Expression) -> str | None:
-        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
-            # db.fn(): a function stored in a database (MariaDB), never a built-in.
-            return (f"Function {node.sql(dialect=self.dialect)} is not allowed: functions "
-                    f"stored in a database may change data; only built-in functions run "
-                    f"on {self.engine} data sources")
+        # db.fn(), also as a table: a function stored in a database (MariaDB), never a
+        # built-in — built-ins are never written with a database name.
+        qualified = ((isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func))
+                     or (isinstance(node, exp.Table) and isinstance(node.this, exp.Func)
+                         and bool(node.args.get("db") or node.args.get("catalog"))))
+        if qualified:
+            call = node.sql(dialect=self.dialect, comments=False)
+            return (f"Function {call} is not allowed: a function named with a database is "
+                    f"stored there and may change data; only built-in functions run on "
+                    f"{self.engine} data sources")
         if not isinstance(node, exp.Func):
             return None
         name = self.called_name(node)
