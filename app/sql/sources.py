@@ -26,6 +26,7 @@ from sqlalchemy.pool import QueuePool
 
 from .errors import ErrorCode, SqlError
 from .functions import FunctionPolicy, policy_for
+from .functions.sqlite import SQLITE_FUNCTIONS
 
 EXTENSION_KEY = "quarry.sources"
 DEMO_NAME = "demo"
@@ -40,19 +41,18 @@ _BACKENDS = {
     "mariadb": ("mysql", "mysql", "pymysql"),
 }
 
-# SQLite authorizer: reads and function calls only. mode=ro alone still lets ATTACH create
-# and write other files, and PRAGMA query_only can be switched off by the caller.
+# SQLite authorizer: reads, and calls of the built-in functions on the allow-list only.
+# mode=ro alone still lets ATTACH create and write other files, and PRAGMA query_only can be
+# switched off by the caller.
 _SQLITE_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
                    getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
-_SQLITE_DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit",
-                            "fts3_tokenizer", "sqlite_dbpage"}
 
 
 def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, _db: str | None,
                        _source: str | None) -> int:
     if action not in _SQLITE_ALLOWED:
         return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS:
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in SQLITE_FUNCTIONS:
         return sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK
 
