@@ -102,6 +102,8 @@ def connection_data(registry: SourceRegistry, name: str) -> dict[str, Any]:
     """A data source's connection parameters, the password masked (API.md: write-only)."""
     source = registry.get(name)
     info = source.info if source else {}
+    if "parameters" in info:  # created at run time: secrets already masked
+        return dict(info["parameters"])
     if "path" in info:
         return {"db_file": info["path"]}
     if "url" not in info:
