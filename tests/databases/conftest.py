@@ -108,6 +108,18 @@ def db_app(make_app, tmp_path, session_dir) -> Flask:
 
 
 @pytest.fixture
+def other_app(make_app, db_app) -> Callable[..., Flask]:
+    """``other_app(**changes)``: another app on the same store and folders (another worker
+    or instance), with ``changes`` to db_app's settings."""
+
+    def build(**changes: Any) -> Flask:
+        keep = ("ENCRYPTION_KEY", "INSTANCE_PATH", "DEMO_PATH")
+        return make_app(**{**{k: db_app.config[k] for k in keep}, **changes})
+
+    return build
+
+
+@pytest.fixture
 def db_client(db_app):
     return db_app.test_client()
 

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import create_engine, text
 
 from tests.helpers import assert_problem
 
-from .conftest import MARIA_PASSWORD, PG_OTHER_DB, PG_PASSWORD, PG_ROWS, database_body
+from .conftest import (
+    KEY,
+    MARIA_PASSWORD,
+    PG_OTHER_DB,
+    PG_PASSWORD,
+    PG_ROWS,
+    database_body,
+    make_sqlite,
+)
 
 
 def _names(client) -> list[tuple[str, str]]:
@@ -105,29 +115,24 @@ def test_echoed_mask_keeps_the_password(db_client, maria_db):
     assert _query(db_client, "SELECT count(*) FROM flowers", db="m_echo")["data"] == [[3]]
 
 
-def test_rotate_key_reencrypts_with_the_newest(make_app, db_app, db_client, maria_db, store_url,
-                                               tmp_path):
-    from cryptography.fernet import Fernet
-
-    from .conftest import KEY
-
+def test_rotate_key_reencrypts_with_the_newest(other_app, db_client, maria_db):
     db_client.post("/api/databases", json=database_body("m_rot", "mariadb", maria_db))
     new_key = Fernet.generate_key().decode()
-    both = make_app(ENCRYPTION_KEY=f"{new_key},{KEY}", INSTANCE_PATH=str(tmp_path))
+    both = other_app(ENCRYPTION_KEY=f"{new_key},{KEY}")
     result = both.test_cli_runner().invoke(args=["databases", "rotate-key"])
     assert result.exit_code == 0, result.output
     assert "1 database(s)" in result.output
     # Only the new key now: the password still opens, so the query runs.
-    only_new = make_app(ENCRYPTION_KEY=new_key, INSTANCE_PATH=str(tmp_path)).test_client()
+    only_new = other_app(ENCRYPTION_KEY=new_key).test_client()
     assert _query(only_new, "SELECT count(*) FROM flowers", db="m_rot")["data"] == [[3]]
     # Only the old key: the token cannot be opened; a clear error, never a 500.
-    only_old = make_app(ENCRYPTION_KEY=KEY, INSTANCE_PATH=str(tmp_path)).test_client()
+    only_old = other_app(ENCRYPTION_KEY=KEY).test_client()
     refused = _query(only_old, "SELECT count(*) FROM flowers", db="m_rot")
     assert refused["type"] == "error" and "decrypted" in refused["error_message"]
 
 
-def test_without_a_key_a_password_is_refused(make_app, pg_db, tmp_path):
-    client = make_app(INSTANCE_PATH=str(tmp_path)).test_client()
+def test_without_a_key_a_password_is_refused(other_app, pg_db):
+    client = other_app(ENCRYPTION_KEY=None).test_client()
     assert_problem(client.post("/api/databases", json=database_body("nokey", "postgres", pg_db)),
                    400, "QUARRY_ENCRYPTION_KEY")
     assert "nokey" not in [n for n, _ in _names(client)]
@@ -173,12 +178,10 @@ def test_malformed_bodies_are_400(db_client, body):
     assert [n for n, t in _names(db_client) if t == "data"] == ["demo"]
 
 
-def test_sqlite_files_only_under_the_roots(make_app, db_app, db_client, store_url, tmp_path):
+def test_sqlite_files_only_under_the_roots(other_app, db_app, db_client, store_url, tmp_path):
     instance = db_app.instance_path
     outside = tmp_path / "outside"
     outside.mkdir()
-    from .conftest import make_sqlite
-
     make_sqlite(str(outside / "secret.db"))
     os.symlink(str(outside / "secret.db"), os.path.join(instance, "link.db"))
     os.symlink("/etc/passwd", os.path.join(instance, "passwd.db"))
@@ -203,8 +206,7 @@ def test_sqlite_files_only_under_the_roots(make_app, db_app, db_client, store_ur
     if store_url.startswith("sqlite:///"):
         # With the store's folder a root, the store itself is still never opened.
         store_dir = os.path.dirname(store_url.removeprefix("sqlite:///"))
-        app = make_app(ENCRYPTION_KEY="", INSTANCE_PATH=instance,
-                       SQLITE_ROOTS=f"{instance}{os.pathsep}{store_dir}")
+        app = other_app(SQLITE_ROOTS=f"{instance}{os.pathsep}{store_dir}")
         response = app.test_client().post("/api/databases", json=database_body(
             "store", "sqlite", {"db_file": store_url.removeprefix("sqlite:///")}))
         assert_problem(response, 400, "db_file", "metadata store")
@@ -212,8 +214,6 @@ def test_sqlite_files_only_under_the_roots(make_app, db_app, db_client, store_ur
 
 def test_one_name_space_with_projects(db_client, sql):
     lite = {"db_file": "demo_copy.db"}
-    from .conftest import make_sqlite
-
     make_sqlite(os.path.join(db_client.application.instance_path, "demo_copy.db"))
     assert db_client.post("/api/projects", json={"name": "proj1"}).status_code == 201
     assert_problem(db_client.post("/api/databases", json=database_body("PROJ1", "sqlite", lite)),
@@ -310,13 +310,9 @@ def test_concurrent_creates_one_wins(db_app, db_client, pg_db):
                                                                  ["demo", "TWIN"])
 
 
-def test_other_instances_see_changes_within_a_second(make_app, db_app, db_client, pg_db,
-                                                    tmp_path):
+def test_other_instances_see_changes_within_a_second(other_app, db_client, pg_db):
     """Two apps on one store stand for two workers (or two hosts): no restart needed."""
-    import time
-
-    other = make_app(ENCRYPTION_KEY=db_app.config["ENCRYPTION_KEY"],
-                     INSTANCE_PATH=db_app.instance_path).test_client()
+    other = other_app().test_client()
     query = "SELECT count(*) FROM shared.points"
     assert _query(other, query)["type"] == "error"  # not yet: and the other has looked
     db_client.post("/api/databases", json=database_body("shared", "postgres", pg_db))
