@@ -22,6 +22,7 @@ from typing import Any
 from flask import Flask, current_app
 from sqlalchemy import Engine, select
 from sqlalchemy.engine import make_url
+from sqlalchemy.orm.exc import StaleDataError
 
 from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
@@ -439,8 +440,14 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
         check_connection(engine, values)
     plain, secret = _split(engine, values)
     record.engine, record.parameters, record.secrets = engine, plain, _encrypt(secret)
-    commit(lambda: Conflict(f"Database '{name}' changed meanwhile; try again",
-                            title="Concurrent update"))
+    try:
+        commit(lambda: Conflict(f"Database '{name}' changed meanwhile; try again",
+                                title="Concurrent update"))
+    except StaleDataError:
+        # The row version moved: another request changed or dropped it since it was read.
+        db.session.rollback()
+        raise Conflict(f"Database '{name}' was changed or dropped by another request "
+                       "meanwhile; read it again", title="Concurrent update") from None
     _changed()
     log.info("database %s changed", record.name)
     return _stored_view(record), False

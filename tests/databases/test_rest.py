@@ -339,3 +339,15 @@ def test_other_instances_see_changes_within_a_second(other_app, db_client, pg_db
                             "AND pid <> pg_backend_pid() AND application_name = ''",
                             (PG_OTHER_DB,)).fetchone()[0]
     assert pids == 0
+
+
+def test_passwords_never_reach_the_log(db_client, maria_db, sql, caplog):
+    caplog.set_level("DEBUG")
+    db_client.post("/api/databases", json=database_body("logged", "mariadb", maria_db))
+    db_client.post("/api/databases", json=database_body(
+        "logged2", "mariadb", {**maria_db, "password": MARIA_PASSWORD + "x"}))
+    sql("ALTER DATABASE logged PARAMETERS = " + str({**maria_db, "port": 1}).replace("'", '"'))
+    sql("SELECT count(*) FROM logged.flowers")
+    db_client.delete("/api/databases/logged")
+    assert caplog.records, "nothing was logged at all: the test would prove nothing"
+    assert MARIA_PASSWORD not in caplog.text
