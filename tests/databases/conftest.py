@@ -47,6 +47,9 @@ def pg_db() -> Iterator[dict[str, Any]]:
         with conn.cursor() as cur:
             cur.executemany("INSERT INTO points VALUES (%s, %s, %s, %s)", PG_ROWS)
         conn.execute("CREATE VIEW b_points AS SELECT * FROM points WHERE kind = 'b'")
+        conn.execute("CREATE SCHEMA archive")
+        conn.execute("CREATE TABLE archive.old_points (id integer PRIMARY KEY)")
+        conn.execute("INSERT INTO archive.old_points VALUES (1), (2)")
     with _pg_admin(PG_OTHER_DB) as conn:
         conn.execute("CREATE TABLE points (id integer PRIMARY KEY, label text, x float8, "
                      "kind text)")

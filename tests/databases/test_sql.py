@@ -94,3 +94,11 @@ def test_alter_database_and_create_or_replace(sql, maria_db):
     assert replaced["type"] == "ok", replaced
     assert MARIA_PASSWORD not in json.dumps(sql("SELECT * FROM information_schema.databases"))
     assert sql("DROP DATABASE garden")["type"] == "ok"
+
+
+def test_postgres_schema_parameter(sql, pg_db):
+    """``schema`` is where bare table names resolve (MindsDB's postgres handler does the same)."""
+    assert sql(_create({**pg_db, "schema": "archive"}, name="old"))["type"] == "ok"
+    assert sql("SHOW TABLES FROM old")["data"] == [["old_points"]]
+    assert sql("SELECT count(*) FROM old.old_points")["data"] == [[2]]
+    assert sql("DROP DATABASE old")["type"] == "ok"
