@@ -10,7 +10,13 @@ import pandas as pd
 import pytest
 from cryptography.fernet import Fernet
 
-from tests.databases.conftest import PG_ROWS, maria_db, pg_db  # noqa: F401 - fixtures used below
+from tests.databases.conftest import (  # noqa: F401 - fixtures used below
+    MARIA_PASSWORD,
+    PG_PASSWORD,
+    PG_ROWS,
+    maria_db,
+    pg_db,
+)
 from tests.live import flask, quarry_env, serving
 
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
@@ -28,6 +34,9 @@ def url(tmp_path_factory, session_dir):
     flask(env, "db", "upgrade")
     with serving(env, tmp) as server:
         yield server.url
+    # The workers logged every request of this module: never a password.
+    logs = "".join(p.read_text() for p in tmp.glob("*.log"))
+    assert logs and MARIA_PASSWORD not in logs and PG_PASSWORD not in logs
 
 
 def test_sdk_databases_postgres(url, pg_db):  # noqa: F811
