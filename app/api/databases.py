@@ -5,6 +5,7 @@ from flask import jsonify
 from ..schemas.databases import (
     ConnectionStatusOut,
     DatabaseDeleteArgs,
+    DatabaseGetArgs,
     DatabaseIn,
     DatabaseOut,
     DatabasePut,
@@ -53,10 +54,11 @@ def check_database(body):
 
 
 @blp.route("/<string:name>", methods=["GET"])
+@blp.arguments(DatabaseGetArgs, location="query")
 @blp.response(200, DatabaseOut)
-def get_database(name):
-    """Get one database."""
-    return service.get_database(name)
+def get_database(args, name):
+    """Get one database (?check_connection=true: and whether it can be reached)."""
+    return service.get_database(name, check=args["check_connection"])
 
 
 @blp.route("/<string:name>", methods=["PUT"])

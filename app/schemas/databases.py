@@ -37,6 +37,10 @@ class DatabaseStatusIn(Schema):
     engine = NonEmptyString(required=True)
 
 
+class DatabaseGetArgs(InputSchema):
+    check_connection = fields.Boolean(load_default=False)
+
+
 class DatabaseDeleteArgs(InputSchema):
     cascade = fields.Boolean(load_default=False)
 
@@ -56,6 +60,8 @@ class DatabaseOut(Schema):
     connection_data = Masked()
     visible = fields.Boolean()
     deletable = fields.Boolean()
+    connection_status = fields.Dict(metadata={"description": "with ?check_connection=true: "
+                                                             "{success, error_message}"})
 
 
 class TableOut(Schema):

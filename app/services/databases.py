@@ -39,7 +39,7 @@ from ..sql.runtime import (
     normalised,
     parameter_problems,
 )
-from ..sql.sources import SourceRegistry, current_sources
+from ..sql.sources import DataSource, SourceRegistry, current_sources
 from ..store import DataSourceRecord, MLModel, Project, Skill
 from .common import commit
 from .credentials import InvalidToken, Keyring, current_keyring, init_keyring
@@ -264,6 +264,14 @@ def check_connection(engine: str, params: dict[str, Any]) -> None:
     spec = SourceSpec("connection_check", engine, params, {})
     source = build_runtime_source(spec, current_app.config)
     try:
+        _probe(source)
+    finally:
+        source.dispose()
+
+
+def _probe(source: DataSource) -> None:
+    """Connect to ``source`` and read from it; ConnectionFailed with the driver's words."""
+    try:
         conn = source.connect()
         try:
             cursor = conn.cursor()
@@ -274,8 +282,6 @@ def check_connection(engine: str, params: dict[str, Any]) -> None:
             conn.close()
     except Exception as exc:  # noqa: BLE001 - every driver error is a failed check
         raise ConnectionFailed(_first_line(exc)) from None
-    finally:
-        source.dispose()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -342,17 +348,34 @@ def list_databases() -> list[dict[str, Any]]:
     return result
 
 
-def get_database(name: str) -> dict[str, Any]:
-    """One database: a data source (configured or stored) or a project."""
+def get_database(name: str, *, check: bool = False) -> dict[str, Any]:
+    """One database: a data source (configured or stored) or a project; with ``check``,
+    its ``connection_status`` as MindsDB reports it."""
     if current_sources().is_configured(name):
-        return _configured_view(name)
-    record = _record(name)
-    if record is not None:
-        return _stored_view(record)
-    project = db.session.scalar(select(Project).where(Project.name_key == name_key(name)))
-    if project is not None:
-        return {"name": project.name, "type": "project", "id": project.id, "engine": None}
-    raise NotFound(f"Database '{name}' does not exist", title="Database not found")
+        view = _configured_view(name)
+    elif (record := _record(name)) is not None:
+        view = _stored_view(record)
+    elif (project := db.session.scalar(select(Project)
+                                       .where(Project.name_key == name_key(name)))) is not None:
+        view = {"name": project.name, "type": "project", "id": project.id, "engine": None}
+    else:
+        raise NotFound(f"Database '{name}' does not exist", title="Database not found")
+    if check:
+        view["connection_status"] = _connection_status(view)
+    return view
+
+
+def _connection_status(view: dict[str, Any]) -> dict[str, Any]:
+    if view["type"] != "data":
+        return {"success": True, "error_message": None}
+    source = current_sources().get(view["name"])
+    try:
+        if source is None:  # dropped since it was read
+            raise ConnectionFailed("the data source was dropped meanwhile")
+        _probe(source)  # through its own pool: the connection it opens is kept for queries
+    except ConnectionFailed as exc:
+        return {"success": False, "error_message": exc.detail}
+    return {"success": True, "error_message": None}
 
 
 def require_data_source(name: str) -> None:

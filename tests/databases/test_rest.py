@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import create_engine, text
 
 from tests.helpers import assert_problem
 
@@ -51,6 +52,8 @@ def test_postgres_script_connect_query_train_drop(db_client, pg_db):
         == "system"
     assert db_client.get("/api/databases/shop_pg").get_json()["connection_data"]["password"] \
         == "********"
+    checked = db_client.get("/api/databases/shop_pg?check_connection=true").get_json()
+    assert checked["connection_status"] == {"success": True, "error_message": None}
     tables = db_client.get("/api/databases/shop_pg/tables").get_json()
     assert tables == [{"name": "b_points", "type": "view"}, {"name": "points", "type": "data"}]
 
@@ -82,15 +85,24 @@ def test_password_is_encrypted_in_the_store(db_app, db_client, pg_db, maria_db, 
                                  ("enc_maria", "mariadb", maria_db)):
         response = db_client.post("/api/databases", json=database_body(name, engine, params))
         assert response.status_code == 201, response.get_json()
-    # The raw row, read with the store's own driver: no password in any column.
-    engine = create_engine(store_url)
-    with engine.connect() as conn:
-        rows = conn.execute(text("SELECT * FROM data_sources ORDER BY id")).all()
-    engine.dispose()
+    # The raw rows, read with the store's own driver (sqlite3 / psycopg): no password in any
+    # column, and the secrets column holds Fernet tokens.
+    if store_url.startswith("sqlite:///"):
+        with contextlib.closing(sqlite3.connect(store_url.removeprefix("sqlite:///"))) as conn:
+            cursor = conn.execute("SELECT * FROM data_sources ORDER BY id")
+            columns = [d[0] for d in cursor.description]
+            rows = cursor.fetchall()
+    else:
+        with psycopg.connect(store_url.replace("postgresql+psycopg://", "postgresql://")) \
+                as conn:
+            cursor = conn.execute("SELECT * FROM data_sources ORDER BY id")
+            columns = [d[0] for d in cursor.description]
+            rows = cursor.fetchall()
     assert len(rows) == 2
-    dump = repr([tuple(r) for r in rows])
+    dump = repr(rows)
     assert PG_PASSWORD not in dump and MARIA_PASSWORD not in dump
-    assert all(r.secrets and r.secrets.startswith("gAAAA") for r in rows)  # Fernet tokens
+    secrets = [row[columns.index("secrets")] for row in rows]
+    assert all(token.startswith("gAAAA") for token in secrets)
     # The MariaDB account needs its password: a query proves it was decrypted right.
     assert _query(db_client, "SELECT name FROM flowers ORDER BY id", db="enc_maria")["data"] \
         == [["rose"], ["tulip"], ["iris"]]
@@ -280,6 +292,9 @@ def test_failed_check_answers_like_mindsdb_and_stores_nothing(db_client, pg_db):
     assert stored.status_code == 201
     answer = _query(db_client, "SELECT 1 FROM points", db="down_pg")
     assert answer["type"] == "error" and answer["error_code"] == 10
+    status = db_client.get("/api/databases/down_pg?check_connection=true").get_json()
+    assert status["connection_status"]["success"] is False
+    assert status["connection_status"]["error_message"]
 
 
 def test_change_replaces_the_pool_and_the_gated_statement(db_client, pg_db):
