@@ -366,3 +366,11 @@ def test_passwords_never_reach_the_log(db_client, maria_db, sql, caplog):
     db_client.delete("/api/databases/logged")
     assert caplog.records, "nothing was logged at all: the test would prove nothing"
     assert MARIA_PASSWORD not in caplog.text
+
+
+def test_rotate_key_needs_a_key_and_a_bad_key_stops_the_start(other_app):
+    result = other_app(ENCRYPTION_KEY=None).test_cli_runner().invoke(
+        args=["databases", "rotate-key"])
+    assert result.exit_code != 0 and "QUARRY_ENCRYPTION_KEY" in result.output
+    with pytest.raises(RuntimeError, match="QUARRY_ENCRYPTION_KEY: key 2"):
+        other_app(ENCRYPTION_KEY=f"{KEY},not-a-key")
