@@ -123,12 +123,37 @@ class SourceRegistry:
         self._sources: dict[str, DataSource] = {}
         self.constants: DataSource | None = None  # table-less SELECTs run here
         self.gate_cache = LruCache(1024)
+        # Sources created at run time and kept in the store (runtime.py); wired by the factory.
+        self.runtime: Any = None
 
     def add(self, source: DataSource) -> None:
         self._sources[source.name.lower()] = source
 
     def get(self, name: str) -> DataSource | None:
-        return self._sources.get(name.lower())
+        source = self._sources.get(name.lower())
+        if source is None and self.runtime is not None:
+            return self.runtime.get(name)
+        return source
+
+    def is_configured(self, name: str) -> bool:
+        """Whether ``name`` is a configured source (QUARRY_DATA_SOURCES or demo)."""
+        return name.lower() in self._sources
+
+    def attach_runtime(self, runtime: Any) -> None:
+        """Serve the runtime sources too; a change to them empties the gate's cache."""
+        self.runtime = runtime
+        runtime.on_change = self.forget_gated
+
+    def forget_gated(self) -> None:
+        # Cached gated statements hold their DataSource: a replaced source must not be used.
+        self.gate_cache = LruCache(1024)
+
+    def _runtime_pairs(self) -> list[tuple[str, str]]:
+        """(name, engine) of the runtime sources that no configured source shadows."""
+        if self.runtime is None:
+            return []
+        return [(s.name, s.engine) for s in self.runtime.stored()
+                if s.name.lower() not in self._sources]
 
     def require(self, name: str) -> DataSource:
         source = self.get(name)
@@ -139,22 +164,29 @@ class SourceRegistry:
         return source
 
     def names(self) -> list[str]:
-        return sorted(s.name for s in self._sources.values())
+        return sorted([*(s.name for s in self._sources.values()),
+                       *(name for name, _ in self._runtime_pairs())])
 
     def dialects(self) -> list[str]:
-        """The sqlglot dialects of the configured sources, each once."""
-        return sorted({s.sqlglot_dialect for s in self._sources.values()})
+        """The sqlglot dialects of the data sources, each once."""
+        dialects = {s.sqlglot_dialect for s in self._sources.values()}
+        # Runtime sources are not built before their first use: their dialect by engine.
+        dialects |= {engine if engine in ("postgres", "sqlite") else "mysql"
+                     for _, engine in self._runtime_pairs()}
+        return sorted(dialects)
 
     def describe(self) -> list[tuple[str, str]]:
         """(name, engine) of every data source, e.g. ("demo", "sqlite")."""
-        return [(s.name, s.engine_name) for s in sorted(self._sources.values(),
-                                                         key=lambda s: s.name)]
+        pairs = [(s.name, s.engine_name) for s in self._sources.values()]
+        return sorted(pairs + self._runtime_pairs())
 
     def dispose(self) -> None:
         """Close every pooled connection (idempotent)."""
         for source in [*self._sources.values(), self.constants]:
             if source is not None:
                 source.dispose()
+        if self.runtime is not None:
+            self.runtime.dispose()
 
 
 def _sqlite_source(name: str, path: str | None, settings: dict[str, Any], timeout_s: float,
