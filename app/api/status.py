@@ -1,4 +1,5 @@
-"""Service status: /api/status (always open, also when sign-in is required)."""
+"""Service status: /api/status and the liveness probe /api/util/ping (both open, also when
+sign-in is required)."""
 
 from flask import current_app
 from marshmallow import Schema, fields
@@ -33,6 +34,8 @@ def get_status():
 
 @blp.route("/util/ping", methods=["GET"])
 @blp.response(200, PingOut)
+@public
 def ping():
-    """Liveness probe (as MindsDB serves it)."""
+    """Liveness probe: open without sign-in, and it says nothing but that the process
+    answers (no version, no counts, no store access)."""
     return {"status": "ok"}

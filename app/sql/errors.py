@@ -29,6 +29,7 @@ class ErrorCode(IntEnum):
     CONFLICT = 18            # name taken, project not empty, model not trained yet
     INVALID_STATEMENT = 19   # a value the REST route would refuse with 400 (name, USING …)
     SERVICE_FAILED = 20      # any other error of the service (e.g. the store is down)
+    OUT_OF_RANGE = 21        # a number too large for the database (LIMIT 1e25, bigint overflow)
 
 
 class SqlError(Exception):
