@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 
 from .errors import ErrorCode, SqlError
 from .gate import gate
+from .roles import check_on_use
 from .sources import DataSource, SourceRegistry, current_sources
 
 _cursor_ids = itertools.count()
@@ -59,6 +60,7 @@ def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None
     bound = {n: params[n] for n in param_names} if param_names else None
     conn = _checkout(source)
     try:
+        check_on_use(source, conn)  # a source that was down at start: its account, now
         runner = {"sqlite": _run_sqlite, "postgresql": _run_postgresql,
                   "mysql": _run_mysql}[source.dialect]
         return runner(conn, sql, bound, timeout_s, max_rows, max_bytes)
