@@ -109,7 +109,11 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     pg = conn.driver_connection
     ms = max(1, int(timeout_s * 1000))
     try:
-        pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}")
+        # The gate checked sqlglot's reading of the text, which is the standard one: with
+        # standard_conforming_strings off (a role's or server's setting) PostgreSQL would
+        # read 'a\'' , f() --' as a string *and a call* the gate never saw.
+        pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}; "
+                   "SET LOCAL standard_conforming_strings = on")
         # A server-side cursor: the server sends cap + 1 rows, not the whole result.
         cursor = pg.cursor(name=f"quarry_{next(_cursor_ids)}")
         try:

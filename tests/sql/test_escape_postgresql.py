@@ -234,12 +234,14 @@ def ask(app: Flask, sql: str, db: str) -> dict:
 def session_state(app: Flask, db: str) -> list:
     """What Quarry's pooled session holds, read through Quarry (pool of one connection).
 
-    Quarry's own transaction sets statement_timeout and transaction_read_only (SET LOCAL):
-    those are left out; anything else set for the session would show."""
+    Quarry's own transaction sets statement_timeout, transaction_read_only and
+    standard_conforming_strings (SET LOCAL): those are left out; anything else set for the
+    session would show."""
     body = ask(app, "SELECT (SELECT count(*) FROM pg_prepared_statements),"
                     " (SELECT count(*) FROM pg_listening_channels()),"
                     " (SELECT string_agg(name, ',') FROM pg_settings WHERE source = 'session'"
-                    "  AND name NOT IN ('statement_timeout', 'transaction_read_only')),"
+                    "  AND name NOT IN ('statement_timeout', 'transaction_read_only',"
+                    "                   'standard_conforming_strings')),"
                     " (SELECT count(*) FROM pg_cursors WHERE name NOT LIKE 'quarry%'),"
                     " (SELECT count(*) FROM pg_class WHERE relpersistence = 't')", db)
     assert body["type"] == "table", body
@@ -354,6 +356,36 @@ def test_allow_functions_lets_the_operator_allow_a_function(pg_source, escape_ob
                 f"SELECT * FROM {S}.dblink('{DSN}', 'SELECT 1') AS t(a int)"):
         body = ask(allowing, sql, "pg")
         assert body["error_code"] == ErrorCode.FORBIDDEN_FUNCTION, (sql, body)
+
+
+@pytest.fixture
+def old_strings_role(pg_source) -> Iterator[str]:
+    """A SELECT-only role whose sessions read backslashes in strings as escapes."""
+    name = f"quarry_oldstr_{PID}"
+    with _pg_admin(SRC_DB) as conn:
+        conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+        conn.execute(f'CREATE ROLE "{name}" LOGIN')
+        conn.execute(f'ALTER ROLE "{name}" SET standard_conforming_strings = off')
+        conn.execute(f'GRANT CONNECT ON DATABASE "{SRC_DB}" TO "{name}"')
+    try:
+        yield f"postgresql+psycopg://{name}@127.0.0.1:5432/{SRC_DB}"
+    finally:
+        with _pg_admin(SRC_DB) as conn:
+            conn.execute(f'DROP OWNED BY "{name}"')
+            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+def test_a_string_is_read_as_the_gate_read_it_whatever_the_role_sets(
+        old_strings_role, make_app, victim):
+    # sqlglot writes $$x\' , f() --$$ as 'x\'' , f() --' (standard strings: one literal).
+    # With standard_conforming_strings off, PostgreSQL would end the string at \'' and
+    # run pg_terminate_backend, which the gate never saw as a call.
+    app = make_app(DEMO_SOURCE=False, DATA_SOURCES={"old": old_strings_role})
+    sql = "SELECT $$x\\' , pg_terminate_backend({victim}) --$$ AS s"
+    body = ask(app, sql.format(victim=victim.info.backend_pid), "old")
+    assert body["type"] == "table", body
+    assert body["data"] == [[f"x\\' , pg_terminate_backend({victim.info.backend_pid}) --"]]
+    assert victim.execute("SELECT 1").fetchone() == (1,)
 
 
 LEGIT = [
