@@ -155,30 +155,16 @@ def _refusal_message(source: Any) -> str:
             f"'refuse'; give it a SELECT-only account (docs/sql.md)")
 
 
-def check_at_start(source: Any) -> None:
-    """Check a server source's account at start; RuntimeError if privileged and refused.
+def check_account(source: Any, dbapi_connection: Any) -> None:
+    """Check a server source's account over an open driver connection (at start), and log
+    a warning if it is privileged."""
+    _record(source, inspect(source.dialect, dbapi_connection))
 
-    An unreachable source is left unchecked (``unknown``) and checked at first use. The
-    connection used is closed again, so that no pooled connection outlives the master
-    process into gunicorn's forked workers.
-    """
-    if source.dialect == "sqlite":
-        return
-    try:
-        conn = source.connect()
-        try:
-            _record(source, inspect(source.dialect, conn.driver_connection))
-        finally:
-            conn.close()
-    except Exception as exc:  # noqa: BLE001 - any failure: leave it unknown, check later
-        text = str(exc).strip()
-        log.info("The account of data source '%s' cannot be checked at start (%s); it is "
-                 "checked on its first statement", source.name,
-                 text.splitlines()[0] if text else type(exc).__name__)
-        return
-    finally:
-        source.dispose()
-    if source.role.privileged and source.privileged_role == "refuse":
+
+def refuse_at_start(source: Any) -> None:
+    """RuntimeError if the source's account is privileged and its option says refuse."""
+    if source.role is not None and source.role.privileged \
+            and source.privileged_role == "refuse":
         raise RuntimeError(f"QUARRY_DATA_SOURCES: {_refusal_message(source)}")
 
 

@@ -26,7 +26,9 @@ from sqlalchemy.pool import QueuePool
 
 from .errors import ErrorCode, SqlError
 from .functions import FunctionPolicy, policy_for
-from .roles import PRIVILEGED_ROLE_MODES, RoleReport, check_at_start
+from .roles import PRIVILEGED_ROLE_MODES, RoleReport, check_account, refuse_at_start
+
+log = logging.getLogger(__name__)
 
 EXTENSION_KEY = "quarry.sources"
 DEMO_NAME = "demo"
@@ -314,7 +316,8 @@ def init_sources(app: Flask) -> SourceRegistry:
                                         settings["SQL_MAX_ROWS"])
     try:
         for source in registry.sources():
-            check_at_start(source)  # warns, or raises for privileged_role "refuse"
+            _first_contact(source)
+            refuse_at_start(source)  # a privileged account with privileged_role "refuse"
     except RuntimeError:
         registry.dispose()
         raise
@@ -322,6 +325,29 @@ def init_sources(app: Flask) -> SourceRegistry:
     # Pools close with the app (tests build many apps) and at interpreter exit.
     weakref.finalize(app, registry.dispose)
     return registry
+
+
+def _first_contact(source: DataSource) -> None:
+    """At start, over one connection: check the account (``roles.py``) and read what the
+    function policy needs (PostgreSQL's catalog). A source that cannot be reached is not an
+    error: both happen on its first statement instead. The connection is closed again, so
+    that no pooled connection outlives gunicorn's master into its forked workers."""
+    if source.dialect == "sqlite":
+        return
+    try:
+        conn = source.connect()
+        try:
+            check_account(source, conn.driver_connection)
+            source.functions.warm(conn.driver_connection)
+        finally:
+            conn.close()
+    except Exception as exc:  # noqa: BLE001 - any failure: leave it for the first statement
+        text = str(exc).strip()
+        log.info("Data source '%s' cannot be checked at start (%s); its account and "
+                 "functions are checked on its first statement", source.name,
+                 text.splitlines()[0] if text else type(exc).__name__)
+    finally:
+        source.dispose()
 
 
 def current_sources() -> SourceRegistry:

@@ -165,12 +165,17 @@ def test_a_source_down_at_start_is_checked_on_first_use(make_app, late_database,
     with _pg_admin() as admin:
         admin.execute(f'CREATE DATABASE "{late_database}"')
 
+    # Its first statement reads the function catalog (the gate) and checks the account.
     body = app.test_client().post("/api/sql/query", json={
-        "query": "SELECT 1 AS one", "context": {"db": "late"}}).get_json()
+        "query": "SELECT upper('a') AS one", "context": {"db": "late"}}).get_json()
 
     assert status_of(app)["late"]["role_check"] == "privileged"
     if mode == "warn":
-        assert body["type"] == "table" and body["data"] == [[1]], body
+        assert body["type"] == "table" and body["data"] == [["A"]], body
+        body = app.test_client().post("/api/sql/query", json={
+            "query": "SELECT pg_read_file('/etc/hostname')", "context": {"db": "late"}}
+        ).get_json()
+        assert body["error_code"] == ErrorCode.FORBIDDEN_FUNCTION, body
     else:
         assert body["type"] == "error", body
         assert body["error_code"] == ErrorCode.PERMISSION_DENIED

@@ -30,6 +30,10 @@ class FunctionPolicy:
         """Called once by the DataSource that owns this policy (a policy that reads the
         source's catalog keeps it; the name-list policies need nothing)."""
 
+    def warm(self, dbapi_connection: Any) -> None:
+        """Read now, over an open connection of the source (at start), what the policy
+        would otherwise read on first use; the name-list policies need nothing."""
+
     def statement_refusal(self, statement: exp.Expression) -> str | None:
         """Checks that need the whole statement (e.g. its generated SQL); None: allowed."""
         return None

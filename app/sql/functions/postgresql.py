@@ -23,7 +23,8 @@ Casts to types whose input/output functions, domain checks or casts are not allo
 notation (``t.f`` calls ``f(t)``), ``TABLESAMPLE`` methods and operators whose functions are
 not allowed are refused as well.
 
-The catalog is read once per source, on first use, through the source's own pool.
+The catalog is read once per source and process: at start (over the connection that checks
+the source's account), or on first use through the source's own pool if the source was down.
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ _LITERALS = {TokenType.STRING, TokenType.NUMBER, TokenType.BYTE_STRING,
 
 _FUNCTIONS_SQL = """
 SELECT p.oid, p.proname, p.provolatile, p.prokind, p.pronargs, p.pronargdefaults,
-       (SELECT t.typtype FROM pg_type t WHERE t.oid = p.proargtypes[0]) AS first_arg_kind
+       (SELECT t.typtype = 'c' OR t.typname IN ('record', 'any', 'anyelement',
+               'anynonarray', 'anycompatible', 'anycompatiblenonarray')
+        FROM pg_type t WHERE t.oid = p.proargtypes[0]) AS takes_a_row
 FROM pg_proc p
 """
 _TYPES_SQL = """
@@ -154,7 +157,7 @@ def load_catalog(pg: Any, allowed_extra: frozenset[str]) -> PgCatalog:
     allowed_oids: set[int] = set()
     names: dict[int, str] = {}
     field_candidates: dict[str, bool] = {}
-    for oid, name, volatile, kind, nargs, ndefaults, first_kind in pg.execute(_FUNCTIONS_SQL):
+    for oid, name, volatile, kind, nargs, ndefaults, takes_a_row in pg.execute(_FUNCTIONS_SQL):
         names[oid] = name
         why = _row_refusal(name, oid, volatile, kind, allowed_extra)
         if why is None:
@@ -162,8 +165,8 @@ def load_catalog(pg: Any, allowed_extra: frozenset[str]) -> PgCatalog:
             functions.setdefault(name, None)
         elif functions.get(name) is None:
             functions[name] = why  # one refused overload refuses the name
-        # t.f is f(t) when f takes one argument of a row (or pseudo) type.
-        if nargs >= 1 and nargs - ndefaults <= 1 and first_kind in ("c", "p"):
+        # t.f is f(t) when f takes one argument a row can be passed as.
+        if nargs >= 1 and nargs - ndefaults <= 1 and takes_a_row:
             field_candidates[name] = True
     keywords = frozenset(row[0].lower() for row in pg.execute(_KEYWORDS_SQL))
 
@@ -221,6 +224,12 @@ class PostgresPolicy(FunctionPolicy):
             if self._catalog is None:
                 self._catalog = self._read_catalog()
         return self._catalog
+
+    def warm(self, dbapi_connection: Any) -> None:
+        with self._lock:
+            if self._catalog is None:
+                self._catalog = load_catalog(
+                    dbapi_connection, frozenset(getattr(self._source, "allow_functions", ())))
 
     def _read_catalog(self) -> PgCatalog:
         source = self._source
@@ -329,25 +338,28 @@ class PostgresPolicy(FunctionPolicy):
             refusal = self._function_refusal(name, token.token_type == TokenType.IDENTIFIER)
             if refusal is not None:
                 return refusal
-        return self._operators_in(sql, tokens)
+        return self._operators_in(tokens)
 
-    def _operators_in(self, sql: str, tokens: list) -> str | None:
-        refused = self.catalog().refused_operators
-        if not refused:
-            return None
-        run, last_end = "", -2
-        for token in [*tokens, None]:
-            text = token.text if token is not None else ""
-            is_op = (token is not None and token.token_type not in _LITERALS
+    def _operators_in(self, tokens: list) -> str | None:
+        """Refuse an operator (a run of adjacent operator characters) whose functions are
+        not allowed; only a database whose owner defined such operators has any."""
+        runs, run, last_end = [], "", -2
+        for token in tokens:
+            is_op = (token.token_type not in _LITERALS
                      and token.token_type != TokenType.IDENTIFIER
-                     and text and set(text) <= _OPERATOR_CHARS)
-            if is_op and token.start == last_end + 1:
-                run += text
+                     and bool(token.text) and set(token.text) <= _OPERATOR_CHARS)
+            if is_op and token.start == last_end + 1 and run:
+                run += token.text
             else:
-                if run in refused:
-                    return self._operator_refusal(run)
-                run = text if is_op else ""
-            last_end = token.end if token is not None else -2
+                runs.append(run)
+                run = token.text if is_op else ""
+            last_end = token.end
+        runs.append(run)
+        runs = [r for r in runs if r]
+        refused = self.catalog().refused_operators if runs else frozenset()
+        for run in runs:
+            if run in refused:
+                return self._operator_refusal(run)
         return None
 
 
