@@ -358,6 +358,18 @@ def test_allow_functions_lets_the_operator_allow_a_function(pg_source, escape_ob
         assert body["error_code"] == ErrorCode.FORBIDDEN_FUNCTION, (sql, body)
 
 
+@pytest.mark.parametrize("db", ["pg", "pgsuper"])
+def test_xml_functions_are_allowed_but_read_no_file(escape_app, db):
+    # xpath and xmltable are immutable/stable built-ins; PostgreSQL's XML parser does not
+    # load external entities, so a DTD naming a server file reads nothing.
+    doc = ("'<!DOCTYPE f [<!ENTITY e SYSTEM \"file:///etc/passwd\">]><f>&e;</f>'::xml")
+    body = ask(escape_app, f"SELECT xpath('/f/text()', {doc})::text, "
+                           f"(SELECT v FROM xmltable('/f' PASSING {doc} COLUMNS v text PATH '.'))",
+               db)
+    assert body["type"] == "table", body
+    assert "root:" not in str(body["data"])
+
+
 @pytest.fixture
 def old_strings_role(pg_source) -> Iterator[str]:
     """A SELECT-only role whose sessions read backslashes in strings as escapes."""

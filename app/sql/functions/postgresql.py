@@ -290,7 +290,11 @@ class PostgresPolicy(FunctionPolicy):
         refused = self.catalog().refused_types
         if not refused:
             return None
-        text = re.sub(r"\(.*\)|\[.*\]", "", node.sql(dialect="postgres")).strip()
+        try:
+            written = node.sql(dialect="postgres")
+        except Exception:  # noqa: BLE001 - then the gate cannot write the statement either
+            return None
+        text = re.sub(r"\(.*\)|\[.*\]", "", written).strip()
         last = text.split(".")[-1].strip()
         name = last[1:-1] if last.startswith('"') and last.endswith('"') else last.lower()
         if name in refused:
@@ -315,9 +319,13 @@ class PostgresPolicy(FunctionPolicy):
         """Check every call in the SQL text that will run (as PostgreSQL will read it)."""
         try:
             sql = statement.sql(dialect="postgres", comments=False)
-            tokens = Postgres().tokenize(sql)
         except Exception:  # noqa: BLE001 - the gate's own rendering reports it as SYNTAX
             return None
+        try:
+            tokens = Postgres().tokenize(sql)
+        except Exception:  # noqa: BLE001 - what cannot be read cannot be checked: refuse
+            return (f"The statement's functions cannot be checked for data source "
+                    f"'{self._source_name()}'")
         ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
         for i, token in enumerate(tokens[:-1]):
             if tokens[i + 1].token_type != TokenType.L_PAREN:
