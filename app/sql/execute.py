@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 
 from .errors import ErrorCode, SqlError
 from .gate import gate
+from .roles import check_on_use
 from .sources import DataSource, SourceRegistry, current_sources
 
 _cursor_ids = itertools.count()
@@ -59,6 +60,7 @@ def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None
     bound = {n: params[n] for n in param_names} if param_names else None
     conn = _checkout(source)
     try:
+        check_on_use(source, conn)  # a source that was down at start: its account, now
         runner = {"sqlite": _run_sqlite, "postgresql": _run_postgresql,
                   "mysql": _run_mysql}[source.dialect]
         return runner(conn, sql, bound, timeout_s, max_rows, max_bytes)
@@ -108,7 +110,11 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     pg = conn.driver_connection
     ms = max(1, int(timeout_s * 1000))
     try:
-        pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}")
+        # The gate checked sqlglot's reading of the text, which is the standard one: with
+        # standard_conforming_strings off (a role's or server's setting) PostgreSQL would
+        # read 'a\'' , f() --' as a string *and a call* the gate never saw.
+        pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}; "
+                   "SET LOCAL standard_conforming_strings = on")
         # A server-side cursor: the server sends cap + 1 rows, not the whole result.
         cursor = pg.cursor(name=f"quarry_{next(_cursor_ids)}")
         try:
