@@ -360,9 +360,11 @@ _SQLITE_CODES = {sqlite3.SQLITE_INTERRUPT: ErrorCode.TIME_LIMIT,  # the progress
                  sqlite3.SQLITE_AUTH: ErrorCode.READ_ONLY,        # the authorizer refused
                  sqlite3.SQLITE_READONLY: ErrorCode.READ_ONLY,
                  sqlite3.SQLITE_CANTOPEN: ErrorCode.SOURCE_DOWN}
-# SQLITE_ERROR covers compile and arithmetic errors alike; only its text tells these apart.
+# SQLITE_ERROR covers compile and arithmetic errors alike; only its text tells these apart
+# (a function the authorizer denies is SQLITE_ERROR too, unlike a denied read: SQLITE_AUTH).
 _SQLITE_ERROR_TEXTS = (("no such table", ErrorCode.UNKNOWN_TABLE),
                        ("syntax error", ErrorCode.SYNTAX),
+                       ("not authorized to use function", ErrorCode.READ_ONLY),
                        ("integer overflow", ErrorCode.OUT_OF_RANGE))
 
 
