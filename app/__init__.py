@@ -23,6 +23,7 @@ from .services.trainer import init_trainer
 from .sql import init_sources
 
 __version__ = "0.1.0"
+MAX_JSON_DEPTH_CEILING = 256
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -31,6 +32,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     settings.update(config or {})
     instance_path = os.path.abspath(settings["INSTANCE_PATH"] or "instance")
     os.makedirs(instance_path, exist_ok=True)
+
+    if not 1 <= settings["MAX_JSON_DEPTH"] <= MAX_JSON_DEPTH_CEILING:
+        # Deeper documents would overflow the interpreter's stack in the code that walks
+        # them (schemas, secret masking), turning a refusal back into a 500.
+        raise RuntimeError(f"QUARRY_MAX_JSON_DEPTH must be between 1 and "
+                           f"{MAX_JSON_DEPTH_CEILING}, not {settings['MAX_JSON_DEPTH']}")
 
     app = Flask(__name__, instance_path=instance_path)
     app.config.update(settings)
