@@ -11,7 +11,7 @@ from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
 from .common import commit, retried_on_race
 from .lookup import find_in_project, not_found, taken_or_gone, view_by_ref
-from .names import name_key, validate_name
+from .names import lookup_key, name_key, validate_name
 from .projects import get_project
 from .secrets import keep_masked, merge
 from .skills import skills_by_name
@@ -69,7 +69,7 @@ def _check_model(project: Project, agent: Agent) -> None:
     if (agent.provider or "").lower() != "mindsdb" or not agent.model_name:
         return
     exists = db.session.scalar(select(MLModel.id).where(
-        MLModel.project_id == project.id, MLModel.name_key == name_key(agent.model_name)))
+        MLModel.project_id == project.id, MLModel.name_key == lookup_key(agent.model_name)))
     if exists is None:
         raise NotFound(f"Model '{agent.model_name}' does not exist in project '{project.name}'",
                        title="Model not found")

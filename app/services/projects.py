@@ -6,7 +6,7 @@ from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, MLModel, Project, Skill
 from .common import commit
-from .names import name_key, validate_name
+from .names import lookup_key, name_key, shown, validate_name
 
 DEFAULT_PROJECT = "mindsdb"
 
@@ -16,10 +16,14 @@ def list_projects() -> list[Project]:
 
 
 def get_project(name: str) -> Project:
-    project = db.session.scalar(select(Project).where(Project.name_key == name_key(name)))
+    project = db.session.scalar(select(Project).where(Project.name_key == lookup_key(name)))
     if project is None:
-        raise NotFound(f"Project '{name}' does not exist", title="Project not found")
+        raise _not_found(name)
     return project
+
+
+def _not_found(name: str) -> NotFound:
+    return NotFound(f"Project '{shown(name)}' does not exist", title="Project not found")
 
 
 def create_project(name: str, *, if_not_exists: bool = False) -> Project:
