@@ -9,7 +9,7 @@ from ..errors import Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
-from .common import commit, retried_on_race
+from .common import commit, delete_or_gone, retried_on_race
 from .lookup import find_in_project, not_found, taken_or_gone, view_by_ref
 from .names import lookup_key, name_key, validate_name
 from .projects import get_project
@@ -150,6 +150,7 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
 
 
 def delete_agent(project_name: str, ref: str) -> None:
-    agent = find_agent(get_project(project_name), ref)
-    db.session.execute(db.delete(Agent).where(Agent.id == agent.id))
-    db.session.commit()
+    project = get_project(project_name)
+    agent = find_agent(project, ref)
+    delete_or_gone(db.delete(Agent).where(Agent.id == agent.id),
+                   lambda: not_found("Agent", ref, project.name))

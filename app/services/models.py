@@ -368,8 +368,12 @@ def delete_model(project: str, ref: str) -> None:
     if version is None:
         ids = _delete_versions(model.project_id, model.name)
     else:
-        ids = [model.id]
-        db.session.execute(delete(MLModel).where(MLModel.id == model.id))
+        ids = list(db.session.scalars(delete(MLModel).where(MLModel.id == model.id)
+                                      .returning(MLModel.id)))
+    if not ids:
+        # Deleted by another request since it was looked up: only that one answers 204.
+        db.session.rollback()
+        raise _not_found(ref, get_project(project).name)
     db.session.commit()
     cache = current_app.extensions["quarry.model_cache"]
     for model_id in ids:
@@ -377,11 +381,10 @@ def delete_model(project: str, ref: str) -> None:
 
 
 def _delete_versions(project_id: int, name: str) -> list[int]:
-    ids = list(db.session.scalars(select(MLModel.id).where(
-        MLModel.project_id == project_id, MLModel.name_key == name_key(name))))
-    if ids:
-        db.session.execute(delete(MLModel).where(MLModel.id.in_(ids)))
-    return ids
+    """Delete every version of the model; the ids this statement deleted."""
+    return list(db.session.scalars(delete(MLModel).where(
+        MLModel.project_id == project_id, MLModel.name_key == name_key(name))
+        .returning(MLModel.id)))
 
 
 def describe_model(project: str, ref: str, attribute: str | None = None) -> list[dict]:

@@ -5,7 +5,7 @@ from sqlalchemy import func, select
 from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, MLModel, Project, Skill
-from .common import commit
+from .common import commit, delete_or_gone
 from .names import lookup_key, name_key, shown, validate_name
 
 DEFAULT_PROJECT = "mindsdb"
@@ -63,8 +63,8 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
                        "or pass cascade=true", title="Project not empty", contents=contents)
     # The foreign keys cascade in the database; the ORM objects of the contents are not
     # loaded, so one DELETE removes the project and everything in it.
-    db.session.execute(db.delete(Project).where(Project.id == project.id))
-    db.session.commit()
+    delete_or_gone(db.delete(Project).where(Project.id == project.id),
+                   lambda: _not_found(name))
 
 
 def count_projects() -> int:

@@ -8,7 +8,7 @@ from sqlalchemy import Select, Text, bindparam, cast, select
 from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, Project, Skill
-from .common import Raced, commit, retried_on_race
+from .common import Raced, commit, delete_or_gone, retried_on_race
 from .lookup import find_in_project, not_found, taken_or_gone
 from .names import is_id, lookup_key, name_key, ref_value, shown, validate_name
 from .projects import get_project
@@ -159,10 +159,11 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
 
 
 def delete_skill(project_name: str, ref: str) -> None:
-    skill = find_skill(get_project(project_name), ref)
+    project = get_project(project_name)
+    skill = find_skill(project, ref)
     # The agent links go with it (ON DELETE CASCADE): every agent that used it leaves it.
-    db.session.execute(db.delete(Skill).where(Skill.id == skill.id))
-    db.session.commit()
+    delete_or_gone(db.delete(Skill).where(Skill.id == skill.id),
+                   lambda: not_found("Skill", ref, project.name))
 
 
 def skills_by_name(project: Project, names: list[str]) -> dict[str, Skill]:
