@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from .config import load_settings
 from .errors import register_error_handlers
 from .extensions import api as openapi  # not `api`: the app.api package would shadow it
-from .extensions import db, migrate
+from .extensions import db, migrate, release_session
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
@@ -62,6 +62,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.json = JSONProvider(app)
 
     db.init_app(app)
+    # Registered after flask-sqlalchemy's teardown, so it runs before it (Flask runs them
+    # in reverse): the session is gone, safely, when flask-sqlalchemy's would remove it.
+    app.teardown_appcontext(release_session)
     init_sources(app)  # data sources (and the demo file) for the SQL endpoint
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..",
                                                      "migrations"))
