@@ -33,30 +33,38 @@ from flask.json.provider import DefaultJSONProvider
 
 from .errors import BadRequest
 
-# A JSON string, or what is left of an unterminated one. It always matches where it
-# starts, and possessively, so the scan is linear even on a body of unclosed quotes.
-_STRING = re.compile(rb'"(?:[^"\\]++|\\(?:.|\Z))*+(?:"|\Z)', re.DOTALL)
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
 _STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
 # The tokens that decide where a too-deep value sits: strings (keys), brackets and colons.
+# A string token always matches where it starts (an unterminated one runs to the end), and
+# possessively, so the walk is linear even on a body of unclosed quotes.
 _TOKEN = re.compile(rb'"(?:[^"\\]++|\\(?:.|\Z))*+(?:"|\Z)|[\[\]{}:]', re.DOTALL)
+_PATH_TOKENS = 200_000  # beyond, the refusal names no field rather than walk on
 # An escape that may decode to NUL or to a surrogate (an escaped backslash before "u"
 # matches too; it only costs the exact check of the decoded document).
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 _BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
 
 
-def nesting_depth(body: bytes) -> int:
-    """How deeply the arrays and objects of the JSON text ``body`` nest (0 for a scalar).
+def nests_deeper(body: bytes, max_depth: int) -> bool:
+    """Whether the arrays and objects of the JSON text ``body`` nest deeper than ``max_depth``.
 
-    Strings are cut out first (brackets inside them do not count), then every bracket
-    becomes +1 or -1 and the deepest running sum is the depth. For text that is not JSON
-    the figure may be wrong, but the decoder then refuses the text anyway.
+    All in passes of C code over the bytes: escaped backslashes and escaped quotes are
+    dropped, so the quotes left delimit strings; everything but quotes and brackets is
+    dropped; splitting at the quotes leaves the brackets outside strings at even places.
+    Each bracket is then +1 or -1, and the depth is the largest running sum. For text that
+    is not JSON the figure may be wrong, but the decoder refuses such text anyway, before
+    nesting as deep as the figure is off.
     """
-    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKET)
-    if not brackets:
-        return 0
-    return max(itertools.accumulate(array("b", brackets.translate(_STEP))))
+    if b"\\" in body:
+        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(body.translate(None, _NOT_QUOTE_OR_BRACKET).split(b'"')[::2])
+    steps = outside.translate(_STEP)
+    if steps.count(b"\x01") <= max_depth:
+        return False
+    if b"\x01" * (max_depth + 1) in steps:  # the usual attack: a run of openings
+        return True
+    return max(itertools.accumulate(array("b", steps))) > max_depth
 
 
 def parse_json_body(body: bytes, max_depth: int) -> Any:
@@ -68,7 +76,7 @@ def parse_json_body(body: bytes, max_depth: int) -> Any:
     invalid JSON). Refused with ``BadRequest`` naming the field: nesting deeper than
     ``max_depth``, and strings holding NUL or a lone surrogate.
     """
-    if nesting_depth(body) > max_depth:
+    if nests_deeper(body, max_depth):
         raise _too_deep(body, max_depth)
     try:
         document = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant,
@@ -108,11 +116,12 @@ def _too_deep(body: bytes, max_depth: int) -> BadRequest:
 def _deep_path(body: bytes, max_depth: int) -> list[str]:
     """The field whose value first nests beyond ``max_depth``: the leading object keys on
     the way down (at most two, the depth of Quarry's request schemas), up to the first
-    array. Only run on a refused body, so a plain token walk is fast enough."""
+    array. Only run on a refused body, so a plain token walk is fast enough (and it gives
+    up, naming no field, on a body of very many tokens)."""
     opened: list[bytes | None] = []  # per open bracket: its key in the enclosing object
     last_string: bytes | None = None
     key: bytes | None = None  # the key of the value about to start (None in an array)
-    for match in _TOKEN.finditer(body):
+    for match in itertools.islice(_TOKEN.finditer(body), _PATH_TOKENS):
         token = match.group()
         if token == b":":
             key = last_string
@@ -127,6 +136,8 @@ def _deep_path(body: bytes, max_depth: int) -> list[str]:
             key = None
         else:
             last_string = token
+    else:
+        return []  # gave up, or never deeper (a body the decoder's stack could not take)
     path: list[str] = []
     for token in opened[1:3]:
         name = _key_text(token)

@@ -178,6 +178,16 @@ def test_brackets_and_escapes_inside_strings_do_not_count(client, seeded):
     body = {"skill": {"name": "s2", "type": "t", "params": {"text": text, "k\"[": "[["}}}
     assert client.post("/api/projects/p1/skills", json=body).status_code == 201
     assert client.get("/api/projects/p1/skills/s2").get_json()["params"] == body["skill"]["params"]
+    # Strings ending in backslashes, escaped quotes before brackets, brackets in keys: the
+    # nesting next to them is counted exactly (three levels above "deep").
+    tricky = {s: s for s in ["\\", "\\\\", '"', '\\"[', "]\\", "[[[[", "}}}}", '\\\\"{{']}
+    for depth, status in [(LIMIT - 3, 201), (LIMIT - 2, 400)]:
+        params = {**tricky, "deep": json.loads(nested(depth)), "after": "]]]]"}
+        body = {"skill": {"name": f"t{depth}", "type": "t", "params": params}}
+        response = client.post("/api/projects/p1/skills", json=body)
+        assert response.status_code == status, response.get_json()
+        if status == 201:
+            assert client.get(f"/api/projects/p1/skills/t{depth}").get_json()["params"] == params
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
