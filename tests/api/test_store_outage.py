@@ -212,31 +212,8 @@ def test_own_postgresql_stopped_immediately_under_load(tmp_path):
 
 
 # --- every class of store error maps to 503 -----------------------------------------------
-
-def test_postgresql_store_that_refuses_connections_is_503(tmp_path):
-    url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/quarry"
-    app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": str(tmp_path),
-                      "DEMO_SOURCE": False, "TESTING": True})
-    try:
-        client = app.test_client()
-        for url in ["/api/projects", "/api/projects/p1/skills/s1"]:
-            assert_problem(client.get(url), 503, "metadata store")
-        assert_problem(client.post("/api/projects", json={"name": "p2"}), 503)
-    finally:
-        _dispose(app)
-
-
-def test_sqlite_store_that_cannot_be_opened_is_503(tmp_path):
-    url = f"sqlite:///{tmp_path}/missing-folder/quarry.db"  # "unable to open database file"
-    app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": str(tmp_path),
-                      "DEMO_SOURCE": False, "TESTING": True})
-    try:
-        client = app.test_client()
-        assert_problem(client.get("/api/projects"), 503, "metadata store")
-        assert_problem(client.delete("/api/projects/p1"), 503, "metadata store")
-    finally:
-        _dispose(app)
-
+# (A PostgreSQL store refusing connections and an SQLite file that cannot be opened:
+# tests/api/test_error_shape.py.)
 
 def _refused_psycopg_connection() -> None:
     psycopg.connect(f"host=127.0.0.1 port={free_port()} user=postgres connect_timeout=5")
