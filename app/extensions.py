@@ -65,9 +65,12 @@ def release_session(_error: BaseException | None = None) -> None:
     error handler: the server would answer its HTML 500 page instead of a 503 problem.
     Rolling back first, here, closes the connection even when the rollback fails (a dead
     one is invalidated, never handed out again); what is left to remove cannot fail.
+    The objects are let go first, as closing does, so they keep what they loaded (a
+    rollback would expire them).
     """
     if not db.session.registry.has():
         return  # the request never used the store
+    db.session.expunge_all()
     try:
         db.session.rollback()
     except Exception as error:  # noqa: BLE001 - the request's answer is already decided
