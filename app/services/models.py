@@ -382,9 +382,10 @@ def delete_model(project: str, ref: str) -> None:
 
 def _delete_versions(project_id: int, name: str) -> list[int]:
     """Delete every version of the model; the ids this statement deleted."""
-    return list(db.session.scalars(delete(MLModel).where(
-        MLModel.project_id == project_id, MLModel.name_key == name_key(name))
-        .returning(MLModel.id)))
+    where = (MLModel.project_id == project_id, MLModel.name_key == name_key(name))
+    if db.session.scalar(select(MLModel.id).where(*where).limit(1)) is None:
+        return []  # no write at all (on SQLite even a DELETE of nothing locks the store)
+    return list(db.session.scalars(delete(MLModel).where(*where).returning(MLModel.id)))
 
 
 def describe_model(project: str, ref: str, attribute: str | None = None) -> list[dict]:
