@@ -39,6 +39,9 @@ SETTINGS: list[Setting] = [
             "(default: a random key per process)"),
     Setting("MAX_BODY_BYTES", 16 * 1024 * 1024, int,
             "Largest request body accepted, in bytes; larger bodies get 413"),
+    Setting("MAX_JSON_DEPTH", 64, int,
+            "Deepest nesting of arrays and objects accepted in a request body (1-256); "
+            "deeper bodies get 400"),
     Setting("INSTANCE_PATH", None, str,
             "Folder for the SQLite store and the demo database (default: ./instance)"),
     Setting("DATA_SOURCES", {}, "json",

@@ -6,9 +6,11 @@ Services raise these typed errors; views never build error bodies themselves.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 from flask import Flask, Response, json
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import exc as orm_exc
@@ -140,14 +142,31 @@ def _summarise(errors: dict, prefix: str = "") -> str:
 
 def _from_store_error(error: sa_exc.DBAPIError) -> Response:
     # Only connection trouble is the store being down; anything else is a bug (500).
-    from .extensions import db
-    db.session.rollback()
+    from .extensions import release_session
+    release_session()  # a rollback here could fail too: on a dead connection
     if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError) \
             or error.connection_invalidated:
-        log.error("metadata store unavailable: %s", error.orig)
-        return problem(503, StoreUnavailable.title,
-                       "The metadata store cannot be reached; try again shortly")
+        return _store_unavailable(error)
     return _from_unexpected(error)
+
+
+# The store is unusable, with no SQLAlchemy DBAPIError around the cause: a disconnect seen
+# by the pool, no free pooled connection in time, or a driver error raised directly
+# (SQLite's "database is locked" / "disk I/O error" are OperationalErrors).
+STORE_UNAVAILABLE_ERRORS = (sa_exc.DisconnectionError, sa_exc.TimeoutError,
+                            psycopg.OperationalError, psycopg.InterfaceError,
+                            sqlite3.OperationalError, sqlite3.InterfaceError)
+
+
+def _store_unavailable(error: Exception) -> Response:
+    from .extensions import release_session
+    release_session()
+    log.error("metadata store unavailable: %s", getattr(error, "orig", None) or error)
+    if isinstance(error, sa_exc.TimeoutError):
+        detail = "The metadata store has no free connection (too many requests at once)"
+    else:
+        detail = "The metadata store cannot be reached"
+    return problem(503, StoreUnavailable.title, f"{detail}; try again shortly")
 
 
 def _from_unexpected(error: Exception) -> Response:
@@ -157,8 +176,8 @@ def _from_unexpected(error: Exception) -> Response:
 
 def _from_deleted_row(error: orm_exc.ObjectDeletedError) -> Response:
     # A row another request deleted while this one was using it.
-    from .extensions import db
-    db.session.rollback()
+    from .extensions import release_session
+    release_session()
     return problem(409, "Conflict", "The object was deleted by another request while this one "
                    "used it; read it again")
 
@@ -167,5 +186,7 @@ def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(QuarryError, _from_quarry_error)
     app.register_error_handler(HTTPException, from_http_exception)
     app.register_error_handler(sa_exc.DBAPIError, _from_store_error)
+    for error_class in STORE_UNAVAILABLE_ERRORS:
+        app.register_error_handler(error_class, _store_unavailable)
     app.register_error_handler(orm_exc.ObjectDeletedError, _from_deleted_row)
     app.register_error_handler(Exception, _from_unexpected)

@@ -9,9 +9,9 @@ from ..errors import Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
-from .common import commit, retried_on_race
+from .common import commit, delete_or_gone, retried_on_race
 from .lookup import find_in_project, not_found, taken_or_gone, view_by_ref
-from .names import name_key, validate_name
+from .names import lookup_key, name_key, validate_name
 from .projects import get_project
 from .secrets import keep_masked, merge
 from .skills import skills_by_name
@@ -69,7 +69,7 @@ def _check_model(project: Project, agent: Agent) -> None:
     if (agent.provider or "").lower() != "mindsdb" or not agent.model_name:
         return
     exists = db.session.scalar(select(MLModel.id).where(
-        MLModel.project_id == project.id, MLModel.name_key == name_key(agent.model_name)))
+        MLModel.project_id == project.id, MLModel.name_key == lookup_key(agent.model_name)))
     if exists is None:
         raise NotFound(f"Model '{agent.model_name}' does not exist in project '{project.name}'",
                        title="Model not found")
@@ -150,6 +150,7 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
 
 
 def delete_agent(project_name: str, ref: str) -> None:
-    agent = find_agent(get_project(project_name), ref)
-    db.session.execute(db.delete(Agent).where(Agent.id == agent.id))
-    db.session.commit()
+    project = get_project(project_name)
+    agent = find_agent(project, ref)
+    delete_or_gone(db.delete(Agent).where(Agent.id == agent.id),
+                   lambda: not_found("Agent", ref, project.name))

@@ -8,12 +8,12 @@ from sqlalchemy import Select
 from ..errors import NotFound, QuarryError
 from ..extensions import db
 from ..store import Project
-from .names import name_key, where_ref
+from .names import lookup_key, shown, where_ref
 from .projects import get_project
 
 
 def not_found(kind: str, ref: str, project_name: str) -> NotFound:
-    return NotFound(f"{kind} '{ref}' does not exist in project '{project_name}'",
+    return NotFound(f"{kind} '{shown(ref)}' does not exist in project '{project_name}'",
                     title=f"{kind} not found")
 
 
@@ -52,7 +52,7 @@ def view_by_ref(views: Callable[[Select], list[dict[str, Any]]], query: Select, 
     Only when nothing matches is the project looked up, to say which of the two is missing.
     """
     found = views(where_ref(query.join(Project, Project.id == entity.project_id)
-                            .where(Project.name_key == name_key(project_name)), entity, ref))
+                            .where(Project.name_key == lookup_key(project_name)), entity, ref))
     if not found:
         raise not_found(kind, ref, get_project(project_name).name)
     return found[0]

@@ -27,7 +27,7 @@ from ..store import MLModel
 from ..store.types import utcnow
 from .common import Raced, commit, retried_on_race
 from .lookup import taken_or_gone
-from .names import id_value, is_id, name_key, validate_name
+from .names import id_value, is_id, lookup_key, name_key, shown, validate_name
 from .projects import get_project
 from .trainer import trainer_alive
 
@@ -331,11 +331,15 @@ def get_model(project: str, ref: str) -> MLModel:
     name, version = split_ref(ref)
     model = _find(found.id, name, version)
     if model is None:
-        raise NotFound(f"Model '{ref}' does not exist in project '{found.name}'",
-                       title="Model not found")
+        raise _not_found(ref, found.name)
     if model.status in PENDING:
         recover_orphans([model])
     return model
+
+
+def _not_found(ref: str, project_name: str) -> NotFound:
+    return NotFound(f"Model '{shown(ref)}' does not exist in project '{project_name}'",
+                    title="Model not found")
 
 
 def split_ref(ref: str) -> tuple[str, int | None]:
@@ -349,7 +353,7 @@ def split_ref(ref: str) -> tuple[str, int | None]:
 
 def _find(project_id: int, name: str, version: int | None, *options: Any) -> MLModel | None:
     query = select(MLModel).where(MLModel.project_id == project_id,
-                                  MLModel.name_key == name_key(name))
+                                  MLModel.name_key == lookup_key(name))
     if version is not None:
         query = query.where(MLModel.version == version)
     else:
@@ -364,8 +368,12 @@ def delete_model(project: str, ref: str) -> None:
     if version is None:
         ids = _delete_versions(model.project_id, model.name)
     else:
-        ids = [model.id]
-        db.session.execute(delete(MLModel).where(MLModel.id == model.id))
+        ids = list(db.session.scalars(delete(MLModel).where(MLModel.id == model.id)
+                                      .returning(MLModel.id)))
+    if not ids:
+        # Deleted by another request since it was looked up: only that one answers 204.
+        db.session.rollback()
+        raise _not_found(ref, get_project(project).name)
     db.session.commit()
     cache = current_app.extensions["quarry.model_cache"]
     for model_id in ids:
@@ -373,11 +381,11 @@ def delete_model(project: str, ref: str) -> None:
 
 
 def _delete_versions(project_id: int, name: str) -> list[int]:
-    ids = list(db.session.scalars(select(MLModel.id).where(
-        MLModel.project_id == project_id, MLModel.name_key == name_key(name))))
-    if ids:
-        db.session.execute(delete(MLModel).where(MLModel.id.in_(ids)))
-    return ids
+    """Delete every version of the model; the ids this statement deleted."""
+    where = (MLModel.project_id == project_id, MLModel.name_key == name_key(name))
+    if db.session.scalar(select(MLModel.id).where(*where).limit(1)) is None:
+        return []  # no write at all (on SQLite even a DELETE of nothing locks the store)
+    return list(db.session.scalars(delete(MLModel).where(*where).returning(MLModel.id)))
 
 
 def describe_model(project: str, ref: str, attribute: str | None = None) -> list[dict]:

@@ -6,8 +6,8 @@ from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, MLModel, Project, Skill
 from . import databases as database_service
-from .common import commit
-from .names import name_key, validate_name
+from .common import commit, delete_or_gone
+from .names import lookup_key, name_key, shown, validate_name
 
 DEFAULT_PROJECT = "mindsdb"
 
@@ -17,10 +17,14 @@ def list_projects() -> list[Project]:
 
 
 def get_project(name: str) -> Project:
-    project = db.session.scalar(select(Project).where(Project.name_key == name_key(name)))
+    project = db.session.scalar(select(Project).where(Project.name_key == lookup_key(name)))
     if project is None:
-        raise NotFound(f"Project '{name}' does not exist", title="Project not found")
+        raise _not_found(name)
     return project
+
+
+def _not_found(name: str) -> NotFound:
+    return NotFound(f"Project '{shown(name)}' does not exist", title="Project not found")
 
 
 def create_project(name: str, *, if_not_exists: bool = False) -> Project:
@@ -64,8 +68,8 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
                        "or pass cascade=true", title="Project not empty", contents=contents)
     # The foreign keys cascade in the database; the ORM objects of the contents are not
     # loaded, so one DELETE removes the project and everything in it.
-    db.session.execute(db.delete(Project).where(Project.id == project.id))
-    db.session.commit()
+    delete_or_gone(db.delete(Project).where(Project.id == project.id),
+                   lambda: _not_found(name))
 
 
 def count_projects() -> int:
