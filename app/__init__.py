@@ -19,6 +19,7 @@ from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
 from .security import init_auth
+from .services.queries import init_queries
 from .services.trainer import init_trainer
 from .sql import init_sources
 
@@ -66,6 +67,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_ops(app)
     init_auth(app)
     init_trainer(app)
+    init_queries(app)
     _register_blueprints(app)
     _register_cli(app)
     return app
