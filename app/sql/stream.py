@@ -170,11 +170,14 @@ def _open_sqlite(conn: Any, sql: str, params: dict | None, timeout_s: float) -> 
 
 def _open_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float) -> Cursor:
     pg = conn.driver_connection
+    cursor = None
     try:
         begin_postgresql(pg, timeout_s)
         cursor = pg.cursor(name=cursor_name(conn, 0))
         cursor.execute(sql, params)
     except BaseException:
+        if cursor is not None:
+            _quietly(cursor.close)
         if not pg.closed:
             _quietly(pg.execute, "ROLLBACK")
         raise
