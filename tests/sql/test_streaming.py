@@ -270,7 +270,7 @@ def test_a_running_statement_is_listed_and_cancelled(sql_app, db, how):
     try:
         listed = _wait_listed(client, db)
         assert listed["rows_sent"] == 0 and listed["cancel_requested"] is False
-        assert {"SLEEP", "COUNT"} & set(re.findall(r"[A-Z_]+", listed["statement"].upper()))
+        assert re.search("SLEEP|COUNT", listed["statement"].upper())
         started = time.monotonic()
         if how == "delete":
             response = client.delete(f"/api/sql/queries/{listed['query_id']}")
