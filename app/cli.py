@@ -5,10 +5,12 @@ from flask import Flask
 
 from .auth_cli import register_auth_cli
 from .config import settings_table, write_readme_table
+from .databases_cli import register_databases_cli
 
 
 def register_cli(app: Flask) -> None:
     register_auth_cli(app)
+    register_databases_cli(app)
 
     @app.cli.command("settings")
     @click.option("--readme", is_flag=True, help="Rewrite the table in ./README.md instead.")

@@ -49,6 +49,15 @@ SETTINGS: list[Setting] = [
     Setting("DEMO_PATH", None, str,
             "File of the demo SQLite database (default: demo.db in the instance folder); "
             "built at start when missing"),
+    Setting("ENCRYPTION_KEY", None, str,
+            "Fernet keys (comma-separated, newest first) that encrypt the passwords of the "
+            "databases created at run time; without one, a database with a password is "
+            "refused. Make one: python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'"),
+    Setting("SQLITE_ROOTS", None, str,
+            "Folders (separated by ':') whose SQLite files CREATE DATABASE … ENGINE = "
+            "'sqlite' may open (default: the instance folder only); the metadata store "
+            "never"),
     Setting("SQL_TIMEOUT_S", 30.0, float,
             "Time limit of one SQL statement, in seconds (a request may lower it)"),
     Setting("SQL_MAX_ROWS", 100_000, int,

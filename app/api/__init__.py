@@ -7,7 +7,7 @@ from flask_smorest import Api
 
 
 def register_blueprints(app: Flask, api: Api) -> None:
-    from . import agents, auth, models, projects, skills, sql, status, unsupported
+    from . import agents, auth, databases, models, projects, skills, sql, status, unsupported
 
     api.register_blueprint(status.blp)
     api.register_blueprint(auth.blp)
@@ -17,6 +17,7 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(models.blp)
     api.register_blueprint(sql.blp)
     api.register_blueprint(unsupported.blp)
+    api.register_blueprint(databases.blp)
     # The published interface documents skills and agents without the /api prefix too:
     # the same blueprints (same handlers) registered a second time under another name.
     app.register_blueprint(skills.blp, url_prefix="/projects/<string:project>/skills",

@@ -5,6 +5,7 @@ from sqlalchemy import func, select
 from ..errors import BadRequest, Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, MLModel, Project, Skill
+from . import databases as database_service
 from .common import commit
 from .names import name_key, validate_name
 
@@ -24,6 +25,10 @@ def get_project(name: str) -> Project:
 
 def create_project(name: str, *, if_not_exists: bool = False) -> Project:
     validate_name("project", name)
+    if database_service.is_data_source(name):
+        # One name space: SQL could not tell the project from the data source.
+        raise Conflict(f"The name '{name}' is taken by a data source; databases and projects "
+                       "share one name space", title="Project already exists")
     project = Project(name=name, name_key=name_key(name))
     db.session.add(project)
     try:

@@ -1,14 +1,14 @@
 """Read-only execution on one data source, per dialect, with a time limit and a row cap.
 
 Layers after the parser gate (``gate.py``):
-- SQLite: opened ``mode=ro`` with an authorizer that allows reads and functions only;
+- SQLite: opened ``mode=ro`` with an authorizer that allows reads and listed functions only;
   the time limit is a progress handler that interrupts the statement inside SQLite.
 - PostgreSQL: every statement runs in ``BEGIN TRANSACTION READ ONLY`` that is always rolled
   back, with ``SET LOCAL statement_timeout`` so the server itself cancels it; rows come
   from a server-side cursor so that only ``cap + 1`` rows ever leave the server.
 - MySQL/MariaDB: ``START TRANSACTION READ ONLY``, always rolled back, with
   ``max_statement_time`` (MariaDB) / ``max_execution_time`` (MySQL) set on the session;
-  rows stream through an unbuffered cursor.
+  rows stream through an unbuffered cursor; the session is reset after every request.
 """
 
 from __future__ import annotations
@@ -87,12 +87,19 @@ def failure(source: DataSource, conn: Any, exc: BaseException, timeout_s: float,
     """The SqlError for a driver error; a broken connection is dropped from the pool."""
     error = _translate(source, exc, timeout_s)
     if error.code == ErrorCode.SOURCE_DOWN:
-        conn.invalidate()  # a broken connection must not go back to the pool
+        if conn.is_valid:
+            conn.invalidate()  # a broken connection must not go back to the pool
     elif statement is not None and error.code in (ErrorCode.TIME_LIMIT, ErrorCode.QUERY_FAILED) \
             and statement.was_stopped():
         # The database reports a cancel like its own time limit: say who stopped it.
         error = statement.error(timeout_s)
     return error
+
+
+def reset_mysql_session(conn: Any) -> None:
+    """After a stream, as after a buffered statement (see ``_reset_mysql_session``)."""
+    if conn.is_valid:
+        _reset_mysql_session(conn)
 
 
 def checkout(source: DataSource) -> Any:
@@ -170,11 +177,22 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
 
 def _run_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float,
                max_rows: int, max_bytes: int | None) -> QueryResult:
+    try:
+        return _run_mysql_statement(conn, sql, params, timeout_s, max_rows, max_bytes)
+    finally:
+        if conn.is_valid:  # not dropped already (a truncated stream, a broken connection)
+            _reset_mysql_session(conn)
+
+
+def _run_mysql_statement(conn: Any, sql: str, params: dict | None, timeout_s: float,
+                         max_rows: int, max_bytes: int | None) -> QueryResult:
     import pymysql.cursors
 
     my = conn.driver_connection
+    mariadb = "mariadb" in my.get_server_info().lower()
     cursor = my.cursor(pymysql.cursors.SSCursor)
     begin_mysql(conn, cursor, timeout_s)
+    started = time.monotonic()
     try:
         cursor.execute(mysql_marked(conn, sql), params)
         columns = [d[0] for d in cursor.description or ()]
@@ -185,12 +203,81 @@ def _run_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     except Exception:
         _quietly(my.rollback)
         raise
+    elapsed = time.monotonic() - started
     if len(rows) > max_rows:
         _abandon(conn, cursor)
-    else:
-        cursor.close()
-        my.rollback()
+        # The connection is gone, so the server cannot be asked whether it cut the
+        # statement (see below): rows that took the whole limit to come are not trusted.
+        if elapsed >= timeout_s:
+            raise _CutByTimeLimit
+        return _result(columns, rows, max_rows)
+    cursor.close()
+    if mariadb:
+        cut = elapsed >= 0.9 * timeout_s and _mariadb_cut_statement(my)
+    else:  # MySQL cannot be asked: a statement that took the whole limit is not trusted
+        cut = elapsed >= timeout_s
+    if cut:
+        raise _CutByTimeLimit
+    # No ROLLBACK of its own: the session reset that follows rolls the transaction back.
     return _result(columns, rows, max_rows)
+
+
+def _mariadb_cut_statement(my: Any) -> bool:
+    """Whether MariaDB's max_statement_time stopped the last statement without an error.
+
+    Most statements fail with error 1969 when the limit strikes. A few do not: BENCHMARK()
+    checks the kill flag, stops its loop and returns 0, and a statement without a table
+    loop to notice the flag afterwards then ends as a success (``SELECT
+    BENCHMARK(2e9, MD5('x'))`` answered ``[[0]]``). The server still counts the statement
+    in the session's Max_statement_time_exceeded, which the reset after each request puts
+    back to 0 (``_reset_mysql_session``): any count at all means this statement was cut.
+    Asked only when the statement took about the whole limit, so fast queries pay nothing.
+    """
+    cursor = my.cursor()
+    try:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Max_statement_time_exceeded'")
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return bool(row) and int(row[1]) > 0
+
+
+class _CutByTimeLimit(Exception):
+    """The server stopped the statement at its time limit but did not say so."""
+
+
+# COM_RESET_CONNECTION (MariaDB >= 10.2.4, MySQL >= 5.7.3); PyMySQL has no method for it.
+_COM_RESET_CONNECTION = 0x1F
+
+
+def _reset_mysql_session(conn: Any) -> None:
+    """Put a MariaDB/MySQL connection back as it was right after connecting.
+
+    No session state may outlive a request on a pooled connection: a user lock taken by a
+    function, a user variable, a temporary table, a prepared statement, a changed setting,
+    the counters the next caller could read (FOUND_ROWS). COM_RESET_CONNECTION drops all of
+    them in one round trip and keeps the connection (a fresh connection per request would
+    cost a TCP and authentication handshake each time). It also resets every session
+    variable to the server's default, so the settings PyMySQL made when it connected are
+    made again, and the time limit is set again on the next use. If the reset fails the
+    connection is dropped instead: it never goes back to the pool with its state.
+    """
+    my = conn.driver_connection
+    try:
+        my._execute_command(_COM_RESET_CONNECTION, b"")
+        my._read_ok_packet()
+        conn.info.pop("quarry.timeout_s", None)
+        # What pymysql.Connection.connect() does after the handshake.
+        my.set_character_set(my.charset, my.collation)
+        if my.sql_mode is not None:
+            with my.cursor() as cursor:
+                cursor.execute("SET sql_mode=%s", (my.sql_mode,))
+        if my.init_command is not None:
+            with my.cursor() as cursor:
+                cursor.execute(my.init_command)
+        my.autocommit(my.autocommit_mode)
+    except Exception:  # noqa: BLE001 - whatever went wrong, the session cannot be trusted
+        conn.invalidate()
 
 
 def _abandon(conn: Any, cursor: Any) -> None:
@@ -273,6 +360,8 @@ _MYSQL_CODES = {1969: ErrorCode.TIME_LIMIT, 3024: ErrorCode.TIME_LIMIT,
 
 
 def _classify(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, _CutByTimeLimit):
+        return ErrorCode.TIME_LIMIT
     if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
         exc = exc.orig
     module = type(exc).__module__

@@ -26,6 +26,7 @@ from sqlalchemy.pool import QueuePool
 
 from .errors import ErrorCode, SqlError
 from .functions import FunctionPolicy, policy_for
+from .functions.sqlite import SQLITE_FUNCTIONS
 
 EXTENSION_KEY = "quarry.sources"
 DEMO_NAME = "demo"
@@ -40,19 +41,18 @@ _BACKENDS = {
     "mariadb": ("mysql", "mysql", "pymysql"),
 }
 
-# SQLite authorizer: reads and function calls only. mode=ro alone still lets ATTACH create
-# and write other files, and PRAGMA query_only can be switched off by the caller.
+# SQLite authorizer: reads, and calls of the built-in functions on the allow-list only.
+# mode=ro alone still lets ATTACH create and write other files, and PRAGMA query_only can be
+# switched off by the caller.
 _SQLITE_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
                    getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
-_SQLITE_DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit",
-                            "fts3_tokenizer", "sqlite_dbpage"}
 
 
 def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, _db: str | None,
                        _source: str | None) -> int:
     if action not in _SQLITE_ALLOWED:
         return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS:
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in SQLITE_FUNCTIONS:
         return sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK
 
@@ -123,12 +123,37 @@ class SourceRegistry:
         self._sources: dict[str, DataSource] = {}
         self.constants: DataSource | None = None  # table-less SELECTs run here
         self.gate_cache = LruCache(1024)
+        # Sources created at run time and kept in the store (runtime.py); wired by the factory.
+        self.runtime: Any = None
 
     def add(self, source: DataSource) -> None:
         self._sources[source.name.lower()] = source
 
     def get(self, name: str) -> DataSource | None:
-        return self._sources.get(name.lower())
+        source = self._sources.get(name.lower())
+        if source is None and self.runtime is not None:
+            return self.runtime.get(name)
+        return source
+
+    def is_configured(self, name: str) -> bool:
+        """Whether ``name`` is a configured source (QUARRY_DATA_SOURCES or demo)."""
+        return name.lower() in self._sources
+
+    def attach_runtime(self, runtime: Any) -> None:
+        """Serve the runtime sources too; a change to them empties the gate's cache."""
+        self.runtime = runtime
+        runtime.on_change = self.forget_gated
+
+    def forget_gated(self) -> None:
+        # Cached gated statements hold their DataSource: a replaced source must not be used.
+        self.gate_cache = LruCache(1024)
+
+    def _runtime_pairs(self) -> list[tuple[str, str]]:
+        """(name, engine) of the runtime sources that no configured source shadows."""
+        if self.runtime is None:
+            return []
+        return [(s.name, s.engine) for s in self.runtime.stored()
+                if s.name.lower() not in self._sources]
 
     def require(self, name: str) -> DataSource:
         source = self.get(name)
@@ -139,22 +164,29 @@ class SourceRegistry:
         return source
 
     def names(self) -> list[str]:
-        return sorted(s.name for s in self._sources.values())
+        return sorted([*(s.name for s in self._sources.values()),
+                       *(name for name, _ in self._runtime_pairs())])
 
     def dialects(self) -> list[str]:
-        """The sqlglot dialects of the configured sources, each once."""
-        return sorted({s.sqlglot_dialect for s in self._sources.values()})
+        """The sqlglot dialects of the data sources, each once."""
+        dialects = {s.sqlglot_dialect for s in self._sources.values()}
+        # Runtime sources are not built before their first use: their dialect by engine.
+        dialects |= {engine if engine in ("postgres", "sqlite") else "mysql"
+                     for _, engine in self._runtime_pairs()}
+        return sorted(dialects)
 
     def describe(self) -> list[tuple[str, str]]:
         """(name, engine) of every data source, e.g. ("demo", "sqlite")."""
-        return [(s.name, s.engine_name) for s in sorted(self._sources.values(),
-                                                         key=lambda s: s.name)]
+        pairs = [(s.name, s.engine_name) for s in self._sources.values()]
+        return sorted(pairs + self._runtime_pairs())
 
     def dispose(self) -> None:
         """Close every pooled connection (idempotent)."""
         for source in [*self._sources.values(), self.constants]:
             if source is not None:
                 source.dispose()
+        if self.runtime is not None:
+            self.runtime.dispose()
 
 
 def _sqlite_source(name: str, path: str | None, settings: dict[str, Any], timeout_s: float,

@@ -25,6 +25,7 @@ from .execute import (
     bind_params,
     checkout,
     failure,
+    reset_mysql_session,
 )
 from .running import Statement, cursor_name, mysql_marked
 from .sources import DataSource
@@ -209,7 +210,7 @@ def _open_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float) -> C
     def close(complete: bool) -> None:
         if complete:
             cursor.close()
-            _quietly(my.rollback)
+            reset_mysql_session(conn)  # also rolls the transaction back
         else:  # rows still unread: draining them could take long
             _abandon(conn, cursor)
 

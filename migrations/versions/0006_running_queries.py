@@ -1,7 +1,7 @@
 """running queries: the statements running now, so any worker can list and cancel them
 
 Revision ID: 0006_running_queries
-Revises: 0003_row_versions
+Revises: 0004_data_sources
 Create Date: 2026-11-23 10:00:00
 
 """
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_running_queries"
-down_revision = "0003_row_versions"
+down_revision = "0004_data_sources"
 branch_labels = None
 depends_on = None
 

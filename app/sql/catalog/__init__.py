@@ -15,6 +15,7 @@ from typing import Any
 from mindsdb_sql_parser import parse_sql
 from mindsdb_sql_parser.ast import Describe, DropDatabase, Identifier, Join, Select, Show
 from mindsdb_sql_parser.ast.mindsdb import (
+    AlterDatabase,
     CreateAgent,
     CreateDatabase,
     CreatePredictor,
@@ -31,7 +32,7 @@ from ...services import models as model_service
 from ..errors import ErrorCode, SqlError
 from ..sources import SourceRegistry
 from ..syntax import mindsdb_leading_tokens, parse_mindsdb
-from . import predictions, statements, tables, unsupported
+from . import databases, predictions, statements, tables, unsupported
 from .context import Context
 
 with warnings.catch_warnings():
@@ -43,11 +44,12 @@ __all__ = ["service_statement"]
 
 _HANDLERS = {
     Show: statements.show,
-    CreateDatabase: statements.create_project,
-    DropDatabase: statements.drop_project,
+    CreateDatabase: databases.create_database,   # a project, or a data source with ENGINE
+    DropDatabase: databases.drop_database,
+    AlterDatabase: databases.alter_database,
     CreatePredictor: statements.create_model,
     DropPredictor: statements.drop_model,
-    Describe: statements.describe,
+    Describe: databases.describe,
     CreateSkill: statements.create_skill,
     DropSkill: statements.drop_skill,
     CreateAgent: statements.create_agent,
