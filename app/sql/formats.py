@@ -134,15 +134,22 @@ def csv_stream(stream: TableStream) -> Iterator[bytes]:
         if converters is None:
             converters = _csv_converters(batch, len(stream.columns))
         if any(converters):
-            batch = [[v if v is None or c is None else c(v) for v, c in zip(row, converters,
-                                                                             strict=True)]
-                     for row in batch]
+            # Column by column: only the columns that need it pay for a conversion.
+            columns = list(zip(*batch, strict=True))
+            for i, convert in enumerate(converters):
+                if convert is not None:
+                    columns[i] = [None if v is None else convert(v) for v in columns[i]]
+            batch = zip(*columns, strict=True)
         writer.writerows(batch)
         yield buffer.getvalue().encode("utf-8")
         buffer.seek(0)
         buffer.truncate()
     if converters is None:  # no rows: the header alone
         yield buffer.getvalue().encode("utf-8")
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime | date | time) else _csv_text(value)
 
 
 def _csv_converters(batch: list, width: int) -> list[Callable[[Any], Any] | None]:
@@ -152,8 +159,12 @@ def _csv_converters(batch: list, width: int) -> list[Callable[[Any], Any] | None
     converters: list[Callable[[Any], Any] | None] = []
     for i in range(width):
         kinds = {row[i].__class__ for row in batch if row[i] is not None}
-        plain = all(k in _CSV_PLAIN for k in kinds) and bool not in kinds
-        converters.append(None if plain and kinds else _csv_text)
+        if kinds and all(k in _CSV_PLAIN for k in kinds) and bool not in kinds:
+            converters.append(None)
+        elif kinds and all(issubclass(k, datetime | date | time) for k in kinds):
+            converters.append(_iso)
+        else:
+            converters.append(_csv_text)
     return converters
 
 
@@ -166,6 +177,9 @@ _PG_ARROW = {16: pa.bool_(), 20: pa.int64(), 21: pa.int16(), 23: pa.int32(), 26:
              1114: pa.timestamp("us"), 1184: pa.timestamp("us", tz="UTC"),
              1083: pa.time64("us"), 17: pa.binary(), 1186: pa.duration("us")}
 _PG_NUMERIC = 1700
+# The system allocator: it gives a batch's memory back when the batch is dropped, where
+# Arrow's default pool (jemalloc/mimalloc) keeps it for later, which reads as growth.
+_POOL = pa.system_memory_pool()
 # PyMySQL FIELD_TYPE codes -> Arrow types (text and blobs are told apart by their values).
 _MYSQL_ARROW = {1: pa.int64(), 2: pa.int64(), 3: pa.int64(), 8: pa.int64(), 9: pa.int64(),
                 13: pa.int64(), 4: pa.float32(), 5: pa.float64(), 10: pa.date32(),
@@ -230,7 +244,7 @@ def _arrow_column(values: tuple, kind: pa.DataType, name: str) -> pa.Array:
     elif kind == pa.binary():
         values = [bytes(v) if isinstance(v, bytearray | memoryview) else v for v in values]
     try:
-        return pa.array(values, type=kind)
+        return pa.array(values, type=kind, memory_pool=_POOL)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise SqlError(ErrorCode.QUERY_FAILED,
                        f"Column '{name}' has a value that is not {kind} ({exc}); CAST the "
@@ -256,6 +270,7 @@ def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[byte
                 arrays = [_arrow_column(col, k, n) for col, k, n in
                           zip(zip(*batch, strict=True), kinds, stream.columns, strict=True)]
                 writer.write_batch(pa.record_batch(arrays, schema=schema))
+                del arrays
             chunk = sink.getvalue()
             if chunk:
                 yield chunk
