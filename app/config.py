@@ -43,7 +43,8 @@ SETTINGS: list[Setting] = [
             "Folder for the SQLite store and the demo database (default: ./instance)"),
     Setting("DATA_SOURCES", {}, "json",
             'Data sources as JSON: {"name": "sqlalchemy-url"} or '
-            '{"name": {"url": ..., "timeout_s": ..., "max_rows": ...}}'),
+            '{"name": {"url": ..., "timeout_s": ..., "max_rows": ..., '
+            '"privileged_role": "warn" or "refuse", "allow_functions": [...]}} (docs/sql.md)'),
     Setting("DEMO_SOURCE", True, bool,
             "Serve the embedded SQLite demo data source named demo"),
     Setting("DEMO_PATH", None, str,

@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 
 from .errors import ErrorCode, SqlError
 from .gate import gate
+from .roles import check_on_use
 from .running import Statement, cursor_name, mysql_marked
 from .sources import DataSource, SourceRegistry, current_sources
 
@@ -56,6 +57,7 @@ def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None
     bound = bind_params(params, param_names)
     conn = _checkout(source)
     try:
+        check_on_use(source, conn)  # a source that was down at start: its account, now
         if statement is not None:
             statement.attach(source, conn)
         runner = {"sqlite": _run_sqlite, "postgresql": _run_postgresql,
@@ -110,7 +112,11 @@ def checkout(source: DataSource) -> Any:
 def begin_postgresql(pg: Any, timeout_s: float) -> None:
     """Open the READ ONLY transaction every PostgreSQL statement runs in."""
     ms = max(1, int(timeout_s * 1000))
-    pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}")
+    # The gate checked sqlglot's reading of the text, which is the standard one: with
+    # standard_conforming_strings off (a role's or server's setting) PostgreSQL would
+    # read 'a\'' , f() --' as a string *and a call* the gate never saw.
+    pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}; "
+               "SET LOCAL standard_conforming_strings = on")
 
 
 def begin_mysql(conn: Any, cursor: Any, timeout_s: float) -> None:

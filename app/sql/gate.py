@@ -78,7 +78,10 @@ def parse_single(query: str, dialect: str | None) -> exp.Expression:
 
 def check_functions(statement: exp.Expression, source: DataSource) -> None:
     """FORBIDDEN_FUNCTION unless every function the statement calls is on the source's
-    allow-list (see ``functions.py``): a function nobody thought of is refused by default."""
+    allow-list (see ``functions/``): a function nobody thought of is refused by default."""
+    refusal = source.functions.statement_refusal(statement)
+    if refusal is not None:
+        raise SqlError(ErrorCode.FORBIDDEN_FUNCTION, refusal)
     for node in statement.walk():
         refusal = source.functions.refusal(node)
         if refusal is not None:

@@ -27,6 +27,7 @@ from .execute import (
     failure,
     reset_mysql_session,
 )
+from .roles import check_on_use
 from .running import Statement, cursor_name, mysql_marked
 from .sources import DataSource
 
@@ -129,6 +130,7 @@ def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
     statement.deadline = time.monotonic() + timeout_s
     stream = None
     try:
+        check_on_use(source, conn)  # as the buffered path: the account of a late source
         statement.attach(source, conn)
         opener = {"sqlite": _open_sqlite, "postgresql": _open_postgresql,
                   "mysql": _open_mysql}[source.dialect]
