@@ -20,6 +20,7 @@ from .malloc import limit_arenas
 from .ops import init_ops
 from .security import init_auth
 from .services.databases import init_databases
+from .services.queries import init_queries
 from .services.trainer import init_trainer
 from .sql import init_sources
 
@@ -78,6 +79,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_ops(app)
     init_auth(app)
     init_trainer(app)
+    init_queries(app)
     _register_blueprints(app)
     _register_cli(app)
     return app

@@ -68,6 +68,12 @@ SETTINGS: list[Setting] = [
             "Most rows a query returns; beyond it the answer says truncated: true"),
     Setting("SQL_MAX_RESPONSE_BYTES", 64 * 1024 * 1024, int,
             "Largest encoded result of one query, in bytes"),
+    Setting("SQL_STREAM_MAX_ROWS", 10_000_000, int,
+            "Most rows a streamed answer (response_format jsonlines, sse, csv, arrow) "
+            "sends; 0: no limit"),
+    Setting("SQL_STREAM_TIMEOUT_S", 600.0, float,
+            "Time limit of a streamed statement, for the whole stream, in seconds (a request "
+            "may lower it)"),
     Setting("SQL_POOL_SIZE", 4, int,
             "Connections kept open per data source and process"),
     Setting("SQL_POOL_TIMEOUT_S", 5.0, float,
