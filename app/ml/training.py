@@ -337,7 +337,9 @@ def _problem(target: str, y: pd.Series, base: str, requested: str | None) -> str
         return "classification"
     if base in ("string", "bool"):
         return "classification"
-    if base == "int" and y.nunique() <= CLASS_MAX_DISTINCT:
+    # Few distinct integers are classes, unless there are so few rows that nearly every value
+    # is its own class (linnerud's 20 weights): that is a quantity.
+    if base == "int" and y.nunique() <= min(CLASS_MAX_DISTINCT, len(y) // 3):
         return "classification"
     return "regression"
 
