@@ -36,7 +36,7 @@ from .measures import (
     importances,
     residual_interval,
 )
-from .selection import FOLDS, Folds, Run, Search, candidates, make_folds
+from .selection import FOLDS, Folds, Run, Search, candidates, make_folds, score
 from .threads import one_native_thread
 
 ARTIFACT_FORMAT = 1
@@ -227,6 +227,7 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
     metric = METRICS[problem]
     scores = np.asarray(m.best.scores)
     rows, scored = m.folds.rows, len(m.folds.scored)
+    std = float(scores.std()) if len(scores) > 1 else _bootstrap_std(m, goal)
     info: dict[str, Any] = {
         "accuracies": {metric: round(m.best.mean, 4)},
         "column_importances": m.importances.share,
@@ -234,7 +235,8 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
         "outputs": [goal.name],
         "model": pipeline_string(fitted),
         "problem": problem,
-        "accuracy_std": {metric: round(float(scores.std()), 4)},
+        # One hold-out has no fold spread: its score's bootstrap spread stands in.
+        "accuracy_std": {metric: round(std, 4)},
         "accuracy_interval": {metric: [round(float(scores.min()), 4),
                                        round(float(scores.max()), 4)]},
         "folds": len(m.folds.tests),
@@ -274,6 +276,18 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
                      "role": "target"})
     tried = [run.record(metric, run is m.best, len(m.folds.tests)) for run in m.runs]
     return {"info": info, "features": features, "model": tried}
+
+
+def _bootstrap_std(m: _Measures, goal: _Target, draws: int = 200) -> float:
+    """Standard deviation of the hold-out score over resamples of the hold-out rows."""
+    rows = m.folds.scored
+    truth = goal.values[rows]
+    output = m.best.oof[rows]
+    if goal.problem == "classification":
+        output = np.unique(goal.values)[output.argmax(axis=1)]
+    rng = np.random.default_rng(0)
+    samples = [rng.integers(0, len(rows), len(rows)) for _ in range(draws)]
+    return float(np.std([score(goal.problem, truth[s], output[s]) for s in samples]))
 
 
 def _rare_classes(y: np.ndarray) -> dict[str, int]:
