@@ -156,11 +156,10 @@ class Run:
             "folds_scored": done,
             "folds": folds,
             "params": {k: v for k, v in self.candidate.params.items() if v is not None},
+            # Every record has the same keys, so SQL's DESCRIBE table equals REST's records.
+            "stopped": self.stopped,
+            "error": self.error,
         }
-        if self.error:
-            record["error"] = self.error
-        if self.stopped:
-            record["stopped"] = self.stopped
         return record
 
 

@@ -98,7 +98,7 @@ def _check_features_and_model(p1, iris):
     assert len(selected) == 1 and sum(c["selected"] for c in candidates) == 1
     # The selected candidate is the best of those scored on every fold, and its
     # cross-validated score is the accuracy.
-    finished = [c for c in candidates if c["folds_scored"] == c["folds"] and "error" not in c]
+    finished = [c for c in candidates if c["folds_scored"] == c["folds"] and c["error"] is None]
     assert selected[0] in finished and selected[0]["folds"] == 5
     assert selected[0]["performance"] == max(c["performance"] for c in finished)
     assert selected[0]["performance"] == iris["accuracy"]
