@@ -103,8 +103,10 @@ def _tune_store_engine(engine: Engine) -> None:
 
 def _register_blueprints(app: Flask) -> None:
     from .api import register_blueprints
+    from .console import register_console
 
     register_blueprints(app, openapi)
+    register_console(app)
 
 
 def _register_cli(app: Flask) -> None:

@@ -7,7 +7,8 @@ from flask_smorest import Api
 
 
 def register_blueprints(app: Flask, api: Api) -> None:
-    from . import agents, auth, databases, models, projects, skills, sql, status, unsupported
+    from . import (agents, auth, console, databases, models, projects, skills, sql, status,
+                   unsupported)
 
     api.register_blueprint(status.blp)
     api.register_blueprint(auth.blp)
@@ -18,6 +19,7 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(sql.blp)
     api.register_blueprint(unsupported.blp)
     api.register_blueprint(databases.blp)
+    api.register_blueprint(console.blp)
     # The published interface documents skills and agents without the /api prefix too:
     # the same blueprints (same handlers) registered a second time under another name.
     app.register_blueprint(skills.blp, url_prefix="/projects/<string:project>/skills",
