@@ -11,9 +11,10 @@ into the page as text (textContent), never as markup.
 
 from __future__ import annotations
 
+import mimetypes
 import os
 
-from flask import Blueprint, Flask, Response, send_from_directory
+from flask import Blueprint, Flask, Response, request, send_from_directory
 
 from ..security import public
 
@@ -55,8 +56,20 @@ def show_console() -> Response:
 @blp.route("/console/static/<path:filename>", methods=["GET"])
 @public
 def console_asset(filename: str) -> Response:
-    """A built asset: the bundle, its style sheet, the licences of what it bundles."""
-    return send_from_directory(STATIC_DIR, filename, max_age=300)
+    """A built asset: the bundle, its style sheet, the licences of what it bundles.
+
+    The build leaves a gzip copy next to the large files; a browser that accepts gzip gets
+    it (a third of the bytes), without compressing on every request.
+    """
+    packed = filename + ".gz"
+    if "gzip" in request.accept_encodings and os.path.isfile(os.path.join(STATIC_DIR, packed)):
+        response = send_from_directory(STATIC_DIR, packed, max_age=300,
+                                       mimetype=mimetypes.guess_type(filename)[0])
+        response.headers["Content-Encoding"] = "gzip"
+    else:
+        response = send_from_directory(STATIC_DIR, filename, max_age=300)
+    response.vary.add("Accept-Encoding")
+    return response
 
 
 def register_console(app: Flask) -> None:

@@ -35,16 +35,30 @@ function languageFor(schema) {
   return sql({ dialect: MySQL, schema: completionSchema(schema), upperCaseKeywords: true });
 }
 
-export function createEditor(parent, { doc, onRun, onChange }) {
+// CodeMirror writes its styles at run time. In a document it would add a <style> element,
+// which the console's Content-Security-Policy (style-src 'self') refuses; inside a shadow
+// root it uses a constructed style sheet (adoptedStyleSheets), which the policy allows.
+const look = EditorView.theme({
+  '&': { minHeight: '120px', fontSize: '13px', backgroundColor: '#fff' },
+  '.cm-scroller': { fontFamily: 'ui-monospace, SFMono-Regular, Menlo, monospace' },
+  '&.cm-focused': { outline: 'none' },
+});
+
+export function createEditor(host, { doc, onRun, onChange }) {
+  const shadow = host.attachShadow({ mode: 'open' });
+  const parent = document.createElement('div');
+  shadow.append(parent);
   const runKeys = keymap.of([
     { key: 'Mod-Enter', preventDefault: true, run: () => { onRun(); return true; } },
   ]);
   const view = new EditorView({
     parent,
+    root: shadow,
     state: EditorState.create({
       doc,
       extensions: [
         runKeys,
+        look,
         lineNumbers(),
         history(),
         drawSelection(),
