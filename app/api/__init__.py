@@ -7,8 +7,18 @@ from flask_smorest import Api
 
 
 def register_blueprints(app: Flask, api: Api) -> None:
-    from . import (agents, auth, console, databases, models, projects, skills, sql, status,
-                   unsupported)
+    from . import (
+        agents,
+        auth,
+        console,
+        databases,
+        models,
+        projects,
+        skills,
+        sql,
+        status,
+        unsupported,
+    )
 
     api.register_blueprint(status.blp)
     api.register_blueprint(auth.blp)
