@@ -14,8 +14,10 @@ from __future__ import annotations
 import mimetypes
 import os
 
-from flask import Blueprint, Flask, Response, request, send_from_directory
+from flask import Blueprint, Flask, Response, request
+from werkzeug.security import safe_join
 
+from ..errors import NotFound
 from ..security import public
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
@@ -48,7 +50,7 @@ def _harden(response: Response) -> Response:
 @public
 def show_console() -> Response:
     """The console page (a shell: the script draws it and asks the API for everything)."""
-    response = send_from_directory(STATIC_DIR, "index.html", max_age=0)
+    response = _file("index.html", "text/html", max_age=0)
     response.headers["Cache-Control"] = "no-cache"
     return response
 
@@ -61,15 +63,32 @@ def console_asset(filename: str) -> Response:
     The build leaves a gzip copy next to the large files; a browser that accepts gzip gets
     it (a third of the bytes), without compressing on every request.
     """
+    mimetype = mimetypes.guess_type(filename)[0] or "application/octet-stream"
     packed = filename + ".gz"
-    if "gzip" in request.accept_encodings and os.path.isfile(os.path.join(STATIC_DIR, packed)):
-        response = send_from_directory(STATIC_DIR, packed, max_age=300,
-                                       mimetype=mimetypes.guess_type(filename)[0])
+    if "gzip" in request.accept_encodings and _exists(packed):
+        response = _file(packed, mimetype, max_age=300)
         response.headers["Content-Encoding"] = "gzip"
     else:
-        response = send_from_directory(STATIC_DIR, filename, max_age=300)
+        response = _file(filename, mimetype, max_age=300)
     response.vary.add("Accept-Encoding")
     return response
+
+
+def _exists(filename: str) -> bool:
+    return os.path.isfile(safe_join(STATIC_DIR, filename) or "")
+
+
+def _file(filename: str, mimetype: str, *, max_age: int) -> Response:
+    """A file of static/ as one body (they are small), with an ETag for revalidation."""
+    path = safe_join(STATIC_DIR, filename)  # None for a path that leaves static/
+    if path is None or not os.path.isfile(path):
+        raise NotFound(f"The console has no file '{filename}'")
+    with open(path, "rb") as handle:
+        response = Response(handle.read(), mimetype=mimetype)
+    response.cache_control.max_age = max_age
+    response.cache_control.public = True
+    response.add_etag()
+    return response.make_conditional(request)
 
 
 def register_console(app: Flask) -> None:
