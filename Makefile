@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test lint bench install install-test
+.PHONY: serve test lint bench install install-test console
 
 serve: install
 	$(BIN)/flask --app wsgi db upgrade
@@ -35,3 +35,8 @@ $(VENV)/.installed-test: setup.cfg setup.py pyproject.toml | $(BIN)/python
 	@echo "Installing Quarry, its dependencies and the test tools into $(VENV) (the first time: a minute or two)"
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
+
+# Rebuild the console's committed bundle (app/console/static/) from web/: needs node and npm.
+console:
+	npm --prefix web ci --no-audit --no-fund
+	npm --prefix web run build

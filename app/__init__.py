@@ -15,6 +15,7 @@ from .api import register_blueprints
 from .api.openapi import openapi
 from .cli import register_cli
 from .config import VERSION, load_settings
+from .console import register_console
 from .errors import register_error_handlers
 from .extensions import db, migrate, release_session
 from .jsonio import JSONProvider
@@ -85,6 +86,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_queries(app)
     check_store(app)
     register_blueprints(app, openapi)
+    register_console(app)
     register_cli(app)
     return app
 

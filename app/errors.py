@@ -54,6 +54,11 @@ class Unauthorized(QuarryError):
     title = "Unauthorized"
 
 
+class Forbidden(QuarryError):
+    status = 403
+    title = "Forbidden"
+
+
 class NotFound(QuarryError):
     status = 404
     title = "Not found"

@@ -12,6 +12,13 @@ hook on the app, so a route added later is guarded without doing anything. The O
 document (/api/openapi.json) is guarded too: it describes the service to signed-in users only.
 A path that matches no route answers 404/405 as usual: mindsdb_sdk probes /cloud/login first
 and signs in at /api/login only after a 404.
+
+Cross-site request forgery: a browser sends the session cookie with any request to Quarry,
+also one a hostile page starts. A change (POST, PUT, PATCH, DELETE) that is signed in by the
+cookie alone must therefore carry the header ``X-Quarry-CSRF: 1`` (the console sends it). A
+page on another origin cannot add a custom header without a CORS preflight, which Quarry
+never grants. Bearer and X-Api-Key callers (programs, mindsdb_sdk, which sends Bearer after
+signing in) are not affected: a browser never adds those headers by itself.
 """
 
 from __future__ import annotations
@@ -22,11 +29,13 @@ from typing import Any, TypeVar
 from flask import Flask, Response, current_app, g, request
 from itsdangerous import BadSignature, Signer
 
-from .errors import Unauthorized
+from .errors import Forbidden, Unauthorized
 from .services import auth as auth_service
 from .services.auth import Grant, Principal
 
 COOKIE_NAME = "session"
+CSRF_HEADER = "X-Quarry-CSRF"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _COOKIE_SALT = "quarry.session-cookie"
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,26 +83,35 @@ def _signer() -> Signer:
     return Signer(current_app.config["SECRET_KEY"], salt=_COOKIE_SALT)
 
 
-def _presented_tokens() -> list[str]:
+def _presented_tokens() -> list[tuple[str, bool]]:
+    """The tokens the request carries, headers first, each with whether it came by cookie."""
     tokens = []
     scheme, _, value = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and value.strip():
-        tokens.append(value.strip())
+        tokens.append((value.strip(), False))
     if api_key := request.headers.get("X-Api-Key", "").strip():
-        tokens.append(api_key)
+        tokens.append((api_key, False))
     if cookie := request.cookies.get(COOKIE_NAME):
         try:
-            tokens.append(_signer().unsign(cookie).decode())
+            tokens.append((_signer().unsign(cookie).decode(), True))
         except BadSignature:
             pass  # forged or signed with an older key: anonymous
     return tokens
 
 
 def _identify() -> Principal | None:
-    for token in _presented_tokens():
+    for token, by_cookie in _presented_tokens():
         if (principal := auth_service.authenticate(token)) is not None:
+            if by_cookie and not _csrf_checked():
+                g.quarry_csrf_refused = True
+                return None
             return principal
     return None
+
+
+def _csrf_checked() -> bool:
+    """Whether a cookie may sign this request in: a read, or a change with the header."""
+    return request.method in _SAFE_METHODS or request.headers.get(CSRF_HEADER) == "1"
 
 
 def _is_public() -> bool:
@@ -114,4 +132,8 @@ def _guard() -> None:
         return  # no such route: let routing answer 404/405
     if _is_public() or current_principal() is not None:
         return
+    if g.get("quarry_csrf_refused"):
+        raise Forbidden(f"A change signed in by the session cookie must carry the header "
+                        f"{CSRF_HEADER}: 1 (the console sends it); programs sign in with "
+                        f"Authorization: Bearer or X-Api-Key", title="Cross-site request refused")
     raise Unauthorized("Authorization is required to complete the request")

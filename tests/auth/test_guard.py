@@ -16,7 +16,9 @@ from .conftest import SECRET_KEY, add_token, sign_in
 
 # The only (path, method) pairs open to an anonymous caller. Readiness and /metrics, when
 # they come, are open only to QUARRY_METRICS_ALLOW, not to everyone: not in this set.
-PUBLIC = {("/api/status", "GET"), ("/api/login", "POST"), ("/api/util/ping", "GET")}
+PUBLIC = {("/api/status", "GET"), ("/api/login", "POST"), ("/api/util/ping", "GET"),
+          # The console's page and files: the page signs in through the API (tests/console/).
+          ("/", "GET"), ("/console", "GET"), ("/console/static/x1", "GET")}
 ARGUMENT_VALUES = {"int": 1, "float": 1.0}
 
 

@@ -72,7 +72,9 @@ def test_sign_in_with_a_cookie_jar(server):
     assert "Secure" not in cookie_header  # plain HTTP at the proxy
     assert jar.get(url + "/api/projects").status_code == 200
     assert jar.get(url + "/api/status").json()["auth"] == {"required": True, "signed_in": True}
-    assert jar.post(url + "/api/logout").status_code == 200
+    # A change signed in by the cookie alone needs the console's CSRF header.
+    assert jar.post(url + "/api/logout").status_code == 403
+    assert jar.post(url + "/api/logout", headers={"X-Quarry-CSRF": "1"}).status_code == 200
     assert jar.get(url + "/api/projects").status_code == 401
 
 

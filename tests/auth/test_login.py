@@ -66,7 +66,7 @@ def test_status_shape(auth_client, alice):
 
 def test_logout_ends_the_session_and_revokes_its_token(auth_app, auth_client, alice):
     token = sign_in(auth_client).get_json()["token"]
-    response = auth_client.post("/api/logout")
+    response = auth_client.post("/api/logout", headers={"X-Quarry-CSRF": "1"})
     assert response.status_code == 200 and response.get_json() == ""
     assert "session=;" in response.headers["Set-Cookie"]  # the cookie is cleared
     assert auth_client.get("/api/projects").status_code == 401
@@ -88,7 +88,7 @@ def test_two_sessions_are_independent(auth_app, alice):
     first, second = auth_app.test_client(), auth_app.test_client()
     sign_in(first)
     sign_in(second)
-    first.post("/api/logout")
+    first.post("/api/logout", headers={"X-Quarry-CSRF": "1"})
     assert first.get("/api/projects").status_code == 401
     assert second.get("/api/projects").status_code == 200
 

@@ -36,7 +36,9 @@ API_MD = ROOT / "docs" / "API.md"
 # The sign-in section's user (docs/API.md says an operator created it from the command line).
 USER, PASSWORD = "alice", "correct horse battery staple"
 # Flask adds a route for files under /static; Quarry ships no such files and documents none.
-NOT_QUARRY_ROUTES = {"static"}
+# The console's page (/ and /console) and its assets are HTML, script and styles, not API
+# answers; tests/console/ covers them (docs/API.md says so under "The console").
+NOT_QUARRY_ROUTES = {"static", "console.show_console", "console.console_asset"}
 
 OPEN, SIGNED_IN = "open", "sign-in required"
 _BLOCK = re.compile(r"^```http[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)

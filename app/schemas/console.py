@@ -1,0 +1,62 @@
+"""The console's routes: schema for autocomplete, history, saved queries."""
+
+from marshmallow import Schema, fields, validate
+
+from .common import InputSchema, Name, Timestamp, ViewSchema
+
+_STATEMENT = validate.Length(min=1, max=100_000)
+
+
+class HistoryIn(InputSchema):
+    statement = fields.String(required=True, validate=_STATEMENT)
+    database = fields.String(allow_none=True, load_default=None,
+                             validate=validate.Length(max=63))
+    duration_ms = fields.Float(allow_none=True, load_default=None,
+                               validate=validate.Range(min=0))
+    row_count = fields.Integer(allow_none=True, load_default=None, strict=True,
+                               validate=validate.Range(min=0))
+    outcome = fields.String(required=True,
+                            validate=validate.OneOf(["table", "ok", "error", "cancelled"]))
+    error_code = fields.Integer(allow_none=True, load_default=None, strict=True)
+    error_message = fields.String(allow_none=True, load_default=None,
+                                  validate=validate.Length(max=10_000))
+
+
+class HistoryArgs(InputSchema):
+    q = fields.String(load_default=None, validate=validate.Length(max=1000),
+                      metadata={"description": "Text the statement or its error contains"})
+    limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
+
+
+class HistoryOut(ViewSchema):
+    id = fields.Integer()
+    statement = fields.String()
+    database = fields.String(allow_none=True)
+    ran_at = Timestamp()
+    duration_ms = fields.Float(allow_none=True)
+    row_count = fields.Integer(allow_none=True)
+    outcome = fields.String()
+    error_code = fields.Integer(allow_none=True)
+    error_message = fields.String(allow_none=True)
+
+
+class SavedQueryIn(InputSchema):
+    name = Name(required=True)
+    statement = fields.String(required=True, validate=_STATEMENT)
+    database = fields.String(allow_none=True, load_default=None,
+                             validate=validate.Length(max=63))
+
+
+class SavedQueryOut(ViewSchema):
+    name = fields.String()
+    statement = fields.String()
+    database = fields.String(allow_none=True)
+    created_by = fields.String()
+    created_at = Timestamp()
+    updated_at = Timestamp()
+
+
+class SchemaOut(Schema):
+    data_sources = fields.List(fields.Dict(), metadata={
+        "description": "name, dialect, tables (name, columns: name, type), error if unread"})
+    projects = fields.List(fields.Dict(), metadata={"description": "name, models (name, status)"})

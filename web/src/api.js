@@ -1,0 +1,35 @@
+// Calls to Quarry's API. The session cookie signs them in; every change carries the
+// X-Quarry-CSRF header the server requires of cookie-signed changes.
+
+export class ApiError extends Error {
+  constructor(status, problem) {
+    super((problem && (problem.detail || problem.error_message)) || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem || {};
+  }
+}
+
+export async function call(method, path, body, { signal, raw } = {}) {
+  const headers = { Accept: 'application/json' };
+  if (method !== 'GET') headers['X-Quarry-CSRF'] = '1';
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, {
+    method, headers, credentials: 'same-origin', signal,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (raw && response.ok) return response;
+  const text = await response.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch { data = { detail: text }; }
+  }
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+export const get = (path, opts) => call('GET', path, undefined, opts);
+export const post = (path, body, opts) => call('POST', path, body, opts);
+export const put = (path, body, opts) => call('PUT', path, body, opts);
+export const del = (path, opts) => call('DELETE', path, undefined, opts);
+
+export const enc = encodeURIComponent;

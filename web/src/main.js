@@ -1,0 +1,330 @@
+// The Quarry console: sign-in, the SQL workspace, history, projects and databases.
+
+import { ApiError, del, enc, get, post } from './api.js';
+import { databasesView } from './databases.js';
+import { clear, h } from './dom.js';
+import { createEditor } from './editor.js';
+import { makeForm } from './forms.js';
+import { Grid } from './grid.js';
+import { projectsView } from './projects.js';
+import './style.css';
+
+const TABS_KEY = 'quarry.console.tabs';
+const root = document.getElementById('app');
+const state = { schema: { data_sources: [], projects: [] }, user: null };
+
+function loadTabs() {
+  try {
+    const saved = JSON.parse(localStorage.getItem(TABS_KEY));
+    if (saved && Array.isArray(saved.tabs) && saved.tabs.length) return saved;
+  } catch { /* a damaged entry: start afresh */ }
+  return { tabs: [{ id: 1, title: 'Query 1', sql: 'SELECT 1;', db: '' }], active: 1 };
+}
+
+function saveTabs(tabs) {
+  localStorage.setItem(TABS_KEY, JSON.stringify(tabs));
+}
+
+async function start() {
+  const status = await get('/api/status');
+  const auth = status.auth || { required: false, signed_in: false };
+  if (auth.required && !auth.signed_in) signInPage();
+  else shell(auth.required);
+}
+
+function signInPage() {
+  clear(root);
+  const { form } = makeForm({
+    testid: 'sign-in',
+    submitLabel: 'Sign in',
+    fields: [{ name: 'username', label: 'User' }, { name: 'password', label: 'Password', kind: 'password' }],
+    onSubmit: async (values) => {
+      await post('/api/login', values);
+      shell(true);
+    },
+  });
+  root.append(h('main', { class: 'sign-in' }, h('h1', {}, 'Quarry'), h('p', {}, 'Sign in to use the console.'), form));
+}
+
+function shell(signedIn) {
+  clear(root);
+  const views = { sql: sqlView(), history: historyView(), projects: projectsView(state), databases: databasesView(state) };
+  const main = h('main', { class: 'content' });
+  const nav = h('nav', { class: 'nav' });
+  const show = (name) => {
+    for (const button of nav.querySelectorAll('button[data-view]')) {
+      button.classList.toggle('active', button.dataset.view === name);
+    }
+    clear(main).append(views[name].el);
+    views[name].shown?.();
+  };
+  for (const [name, label] of [['sql', 'SQL'], ['history', 'History'], ['projects', 'Projects'], ['databases', 'Databases']]) {
+    nav.append(h('button', { type: 'button', dataset: { view: name }, onclick: () => show(name) }, label));
+  }
+  if (signedIn) {
+    nav.append(h('button', {
+      type: 'button', class: 'sign-out', 'data-testid': 'sign-out',
+      onclick: async () => { await post('/api/logout'); signInPage(); },
+    }, 'Sign out'));
+  }
+  root.append(h('header', { class: 'top' }, h('span', { class: 'brand' }, 'Quarry'), nav), main);
+  state.runStatement = (text, db) => { show('sql'); views.sql.run(text, db); };
+  show('sql');
+  refreshSchema();
+}
+
+export async function refreshSchema() {
+  try {
+    state.schema = await get('/api/console/schema');
+    state.onSchema?.forEach((f) => f(state.schema));
+  } catch { /* autocomplete goes without: the editor still works */ }
+}
+state.onSchema = [];
+state.refreshSchema = refreshSchema;
+
+// --- the SQL workspace ------------------------------------------------------------------
+
+function sqlView() {
+  const tabs = loadTabs();
+  const tabBar = h('div', { class: 'tabs', role: 'tablist' });
+  const dbSelect = h('select', { class: 'db', 'data-testid': 'db', title: 'Default database of the statement' });
+  const runButton = h('button', { type: 'button', class: 'primary', 'data-testid': 'run', title: 'Ctrl/Cmd+Enter' }, 'Run');
+  const stopButton = h('button', { type: 'button', 'data-testid': 'stop', disabled: true }, 'Stop');
+  const elapsed = h('span', { class: 'elapsed', 'data-testid': 'elapsed' });
+  const csvButton = h('button', { type: 'button', 'data-testid': 'export-csv', disabled: true }, 'Export CSV');
+  const jsonlButton = h('button', { type: 'button', 'data-testid': 'export-jsonl', disabled: true }, 'Export JSON lines');
+  const saveButton = h('button', { type: 'button', 'data-testid': 'save-query' }, 'Save…');
+  const status = h('div', { class: 'status', 'data-testid': 'status', role: 'status' });
+  const gridHost = h('div', { class: 'grid-host' });
+  const editorHost = h('div', { class: 'editor', 'data-testid': 'editor' });
+  const el = h('section', { class: 'sql' }, tabBar,
+    h('div', { class: 'toolbar' }, dbSelect, runButton, stopButton, elapsed, csvButton, jsonlButton, saveButton),
+    editorHost, status, gridHost);
+  const grid = new Grid(gridHost);
+  let running = null;
+  let lastRun = null;
+
+  const current = () => tabs.tabs.find((t) => t.id === tabs.active) || tabs.tabs[0];
+  const editor = createEditor(editorHost, {
+    doc: current().sql,
+    onRun: () => run(),
+    onChange: (text) => { current().sql = text; saveTabs(tabs); },
+  });
+
+  function drawTabs() {
+    clear(tabBar);
+    for (const tab of tabs.tabs) {
+      const close = h('span', {
+        class: 'close', title: 'Close tab',
+        onclick: (event) => {
+          event.stopPropagation();
+          if (tabs.tabs.length === 1) return;
+          tabs.tabs = tabs.tabs.filter((t) => t !== tab);
+          if (tabs.active === tab.id) select(tabs.tabs[0]);
+          saveTabs(tabs);
+          drawTabs();
+        },
+      }, '×');
+      tabBar.append(h('button', {
+        type: 'button', role: 'tab', class: tab.id === tabs.active ? 'tab active' : 'tab',
+        onclick: () => select(tab),
+      }, tab.title, close));
+    }
+    tabBar.append(h('button', {
+      type: 'button', class: 'tab add', 'data-testid': 'new-tab', title: 'New tab',
+      onclick: () => {
+        const id = Math.max(...tabs.tabs.map((t) => t.id)) + 1;
+        const tab = { id, title: `Query ${id}`, sql: '', db: current().db };
+        tabs.tabs.push(tab);
+        select(tab);
+      },
+    }, '+'));
+  }
+
+  function select(tab) {
+    tabs.active = tab.id;
+    saveTabs(tabs);
+    editor.setText(tab.sql);
+    dbSelect.value = tab.db || '';
+    drawTabs();
+    editor.focus();
+  }
+
+  function fillDatabases(schema) {
+    const chosen = current().db || '';
+    clear(dbSelect).append(h('option', { value: '' }, '(default database)'));
+    for (const s of schema.data_sources) dbSelect.append(h('option', { value: s.name }, s.name));
+    for (const p of schema.projects) dbSelect.append(h('option', { value: p.name }, p.name));
+    dbSelect.value = chosen;
+  }
+  state.onSchema.push((schema) => { editor.setSchema(schema); fillDatabases(schema); });
+  dbSelect.addEventListener('change', () => { current().db = dbSelect.value; saveTabs(tabs); });
+
+  async function run(text = editor.statement(), db = dbSelect.value) {
+    text = text.trim();
+    if (!text || running) return;
+    const started = performance.now();
+    const controller = new AbortController();
+    running = { started, startedAt: new Date(), controller };
+    runButton.disabled = true;
+    stopButton.disabled = false;
+    csvButton.disabled = jsonlButton.disabled = true;
+    status.className = 'status running';
+    status.textContent = 'Running…';
+    const timer = setInterval(() => { elapsed.textContent = `${((performance.now() - started) / 1000).toFixed(1)} s`; }, 100);
+    const entry = { statement: text, database: db || null, outcome: 'error' };
+    try {
+      const answer = await post('/api/sql/query', { query: text, context: db ? { db } : {} },
+        { signal: controller.signal });
+      const ms = performance.now() - started;
+      entry.duration_ms = Math.round(ms);
+      if (answer.type === 'error') {
+        showError(answer.error_code, answer.error_message, text);
+        Object.assign(entry, { outcome: running.cancelled ? 'cancelled' : 'error', error_code: answer.error_code, error_message: answer.error_message });
+      } else if (answer.type === 'table') {
+        const t0 = performance.now();
+        grid.show(answer.column_names, answer.data);
+        const drawn = performance.now() - t0;
+        status.className = 'status ok';
+        clear(status).append(
+          h('span', { 'data-testid': 'row-count' }, `${answer.data.length.toLocaleString('en')} rows`),
+          h('span', {}, ` in ${ms.toFixed(0)} ms`),
+          answer.truncated ? h('span', { class: 'truncated', 'data-testid': 'truncated' },
+            ' Truncated: the answer stops at the row limit; export the whole result instead.') : null,
+        );
+        performance.measure?.('quarry:grid', { start: t0, duration: drawn });
+        Object.assign(entry, { outcome: 'table', row_count: answer.data.length });
+        lastRun = { text, db };
+        csvButton.disabled = jsonlButton.disabled = false;
+        if (/^\s*(create|drop|alter|retrain)\b/i.test(text)) state.refreshSchema();
+      } else {
+        grid.show([], []);
+        status.className = 'status ok';
+        status.textContent = `OK in ${ms.toFixed(0)} ms`;
+        entry.outcome = 'ok';
+        state.refreshSchema();
+      }
+    } catch (error) {
+      const problem = error instanceof ApiError ? error.problem : {};
+      showError(problem.error_code || error.status || 'network', error.message, text);
+      entry.error_message = error.message;
+    } finally {
+      clearInterval(timer);
+      elapsed.textContent = `${((performance.now() - started) / 1000).toFixed(1)} s`;
+      running = null;
+      runButton.disabled = false;
+      stopButton.disabled = true;
+      post('/api/console/history', entry).catch(() => {});
+    }
+  }
+
+  function showError(code, message, text) {
+    grid.show([], []);
+    status.className = 'status error';
+    clear(status).append(h('span', { class: 'code', 'data-testid': 'error-code' }, `Error ${code}`), ' ',
+      h('span', { 'data-testid': 'error-message' }, message),
+      h('pre', { class: 'statement' }, text));
+  }
+
+  // Stop: cancel, inside the database, the statements of this user that started after this
+  // run did (GET /api/sql/queries lists them from every worker).
+  stopButton.addEventListener('click', async () => {
+    if (!running) return;
+    const since = running.startedAt.getTime() - 1000;
+    running.cancelled = true;
+    stopButton.disabled = true;
+    try {
+      const queries = await get('/api/sql/queries');
+      const mine = queries.filter((q) => Date.parse(q.started_at) >= since);
+      await Promise.all(mine.map((q) => del(`/api/sql/queries/${enc(q.query_id)}`).catch(() => null)));
+    } catch {
+      running?.controller.abort();  // no cancel endpoint: at least stop waiting
+    }
+  });
+
+  async function exportAs(format) {
+    if (!lastRun) return;
+    const response = await fetch('/api/sql/query', {
+      method: 'POST', credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/json', 'X-Quarry-CSRF': '1' },
+      body: JSON.stringify({ query: lastRun.text, context: lastRun.db ? { db: lastRun.db } : {}, response_format: format }),
+    });
+    const blob = await response.blob();
+    const link = h('a', { href: URL.createObjectURL(blob), download: format === 'csv' ? 'result.csv' : 'result.jsonl' });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+  }
+  csvButton.addEventListener('click', () => exportAs('csv'));
+  jsonlButton.addEventListener('click', () => exportAs('jsonlines'));
+
+  saveButton.addEventListener('click', async () => {
+    const name = window.prompt('Save this statement as (name):');
+    if (!name) return;
+    const project = window.prompt('In project:', 'mindsdb');
+    if (!project) return;
+    try {
+      await post(`/api/console/projects/${enc(project)}/saved`, { name, statement: editor.statement(), database: dbSelect.value || null });
+      status.className = 'status ok';
+      status.textContent = `Saved as ${project}.${name}`;
+    } catch (error) {
+      showError(error.status, error.message, editor.statement());
+    }
+  });
+
+  runButton.addEventListener('click', () => run());
+  drawTabs();
+  return {
+    el,
+    shown: () => editor.focus(),
+    run: (text, db) => {
+      const tab = current();
+      tab.sql = text;
+      tab.db = db || '';
+      select(tab);
+      run(text, db || '');
+    },
+    grid,
+  };
+}
+
+// --- history and saved queries ----------------------------------------------------------
+
+function historyView() {
+  const search = h('input', { type: 'search', placeholder: 'Search statements and errors', 'data-testid': 'history-search' });
+  const list = h('table', { class: 'table', 'data-testid': 'history' });
+  const savedProject = h('input', { type: 'text', value: 'mindsdb', 'data-testid': 'saved-project' });
+  const savedList = h('table', { class: 'table', 'data-testid': 'saved' });
+  const el = h('section', { class: 'history' }, h('h2', {}, 'History'), search, list,
+    h('h2', {}, 'Saved queries'), h('label', {}, 'Project ', savedProject), savedList);
+  let timer = null;
+
+  async function load() {
+    const rows = await get(`/api/console/history?q=${enc(search.value)}`);
+    clear(list).append(h('tr', {}, ['Ran at', 'Statement', 'Database', 'Duration', 'Rows', 'Outcome', ''].map((t) => h('th', {}, t))));
+    for (const r of rows) {
+      list.append(h('tr', {},
+        h('td', {}, new Date(r.ran_at).toLocaleString()),
+        h('td', { class: 'mono' }, r.statement),
+        h('td', {}, r.database || ''),
+        h('td', {}, r.duration_ms === null ? '' : `${r.duration_ms} ms`),
+        h('td', {}, r.row_count ?? ''),
+        h('td', { class: `outcome ${r.outcome}` }, r.outcome === 'error' ? `error ${r.error_code ?? ''}: ${r.error_message ?? ''}` : r.outcome),
+        h('td', {}, h('button', { type: 'button', onclick: () => state.runStatement(r.statement, r.database) }, 'Run again'))));
+    }
+    const saved = await get(`/api/console/projects/${enc(savedProject.value)}/saved`).catch(() => []);
+    clear(savedList).append(h('tr', {}, ['Name', 'Statement', 'Database', ''].map((t) => h('th', {}, t))));
+    for (const s of saved) {
+      savedList.append(h('tr', {}, h('td', {}, s.name), h('td', { class: 'mono' }, s.statement), h('td', {}, s.database || ''),
+        h('td', {}, h('button', { type: 'button', onclick: () => state.runStatement(s.statement, s.database) }, 'Run'))));
+    }
+  }
+  search.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(load, 200); });
+  savedProject.addEventListener('change', load);
+  return { el, shown: load };
+}
+
+start().catch((error) => {
+  clear(root).append(h('p', { class: 'status error' }, `The console could not start: ${error.message}`));
+});

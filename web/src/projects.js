@@ -1,0 +1,197 @@
+// Projects: models (status, version, accuracy; describe drawn as pictures; a predict form),
+// skills and agents with forms that show the API's validation errors beside the fields.
+
+import { del, enc, get, post, put } from './api.js';
+import { cellText, clear, h, svg } from './dom.js';
+import { makeForm } from './forms.js';
+
+export function projectsView(state) {
+  const picker = h('select', { 'data-testid': 'project' });
+  const body = h('div', { class: 'project-body' });
+  const el = h('section', { class: 'projects' }, h('h2', {}, 'Projects'), h('label', {}, 'Project ', picker), body);
+  picker.addEventListener('change', () => showProject(picker.value));
+
+  async function shown() {
+    const projects = await get('/api/projects');
+    const chosen = picker.value || (projects[0] && projects[0].name);
+    clear(picker).append(projects.map((p) => h('option', { value: p.name }, p.name)));
+    if (chosen) { picker.value = chosen; showProject(chosen); }
+  }
+
+  async function showProject(project) {
+    const models = h('div', { 'data-testid': 'models' });
+    const detail = h('div', { class: 'model-detail', 'data-testid': 'model-detail' });
+    const skills = h('div', { 'data-testid': 'skills' });
+    const agents = h('div', { 'data-testid': 'agents' });
+    clear(body).append(h('h3', {}, 'Models'), models, detail, h('h3', {}, 'Skills'), skills, h('h3', {}, 'Agents'), agents);
+    drawModels(project, models, detail);
+    drawResource(project, skills, skillSpec);
+    drawResource(project, agents, agentSpec);
+  }
+
+  async function drawModels(project, host, detail) {
+    const models = await get(`/api/projects/${enc(project)}/models`);
+    const table = h('table', { class: 'table' }, h('tr', {}, ['Name', 'Status', 'Version', 'Predicts', 'Accuracy', ''].map((t) => h('th', {}, t))));
+    for (const m of models) {
+      table.append(h('tr', { dataset: { model: m.name } }, h('td', {}, m.name), h('td', { class: `model-status ${m.status}` }, m.status),
+        h('td', {}, m.version ?? ''), h('td', {}, m.predict ?? ''),
+        h('td', {}, typeof m.accuracy === 'number' ? m.accuracy.toFixed(3) : ''),
+        h('td', {}, h('button', { type: 'button', onclick: () => describe(project, m, detail) }, 'Describe'))));
+    }
+    clear(host).append(models.length ? table : h('p', { class: 'muted' }, 'No models yet: train one with CREATE MODEL in the SQL view.'));
+  }
+
+  async function describe(project, model, host) {
+    clear(host).append(h('h4', {}, `${project}.${model.name}`));
+    const base = `/api/projects/${enc(project)}/models/${enc(model.name)}/describe`;
+    let info;
+    try {
+      [info] = await get(`${base}?attribute=info`);
+    } catch (error) {
+      host.append(h('p', { class: 'status error' }, error.message));
+      return;
+    }
+    host.append(h('p', {}, `${info.problem}: ${info.training_rows} training rows, ${info.validation_rows} held out. `,
+      Object.entries(info.accuracies || {}).map(([k, v]) => `${k} ${cellText(v)}`).join(', ')));
+    host.append(h('h5', {}, 'Column importances'), importanceChart(info.column_importances || {}));
+    const candidates = await get(`${base}?attribute=model`).catch(() => []);
+    if (candidates.length) {
+      host.append(h('h5', {}, 'Candidate estimators'), h('table', { class: 'table', 'data-testid': 'candidates' },
+        h('tr', {}, ['Estimator', 'Held-out score', 'Training time (s)', 'Selected'].map((t) => h('th', {}, t))),
+        candidates.map((c) => h('tr', { class: c.selected ? 'selected' : '' }, h('td', {}, c.name),
+          h('td', {}, c.performance === null ? `failed: ${c.error ?? ''}` : cellText(c.performance)),
+          h('td', {}, cellText(c.training_time)), h('td', {}, c.selected ? 'yes' : '')))));
+    }
+    if (info.confusion_matrix) host.append(h('h5', {}, 'Confusion matrix'), confusion(info.confusion_matrix));
+    host.append(h('h5', {}, 'Predict'), predictForm(project, model, info.inputs || []));
+  }
+
+  function predictForm(project, model, inputs) {
+    const out = h('div', { class: 'prediction', 'data-testid': 'prediction' });
+    const { form } = makeForm({
+      testid: 'predict-form', submitLabel: 'Predict',
+      fields: inputs.map((name) => ({ name, label: name })),
+      onSubmit: async (values) => {
+        const row = Object.fromEntries(Object.entries(values).filter(([, v]) => v !== ''));
+        const [answer] = await post(`/api/projects/${enc(project)}/models/${enc(model.name)}/predict`, { data: [row] });
+        clear(out).append(h('strong', {}, `${model.predict}: ${cellText(answer[model.predict])}`),
+          ` (confidence ${cellText(answer[`${model.predict}_confidence`])})`);
+      },
+    });
+    return h('div', {}, form, out);
+  }
+
+  return { el, shown };
+}
+
+// Column importances as a horizontal bar chart, drawn with SVG elements (no markup strings).
+export function importanceChart(importances) {
+  const entries = Object.entries(importances).sort((a, b) => b[1] - a[1]);
+  const bar = 22;
+  const label = 180;
+  const width = 560;
+  const chart = svg('svg', { class: 'chart', 'data-testid': 'importance-chart', viewBox: `0 0 ${width} ${entries.length * bar + 8}`,
+    width, height: entries.length * bar + 8, role: 'img', 'aria-label': 'Column importances' });
+  const max = Math.max(1e-9, ...entries.map(([, v]) => v));
+  entries.forEach(([name, value], i) => {
+    const y = i * bar + 4;
+    const w = Math.max(1, ((width - label - 60) * value) / max);
+    chart.append(svg('text', { x: label - 6, y: y + 15, 'text-anchor': 'end', class: 'chart-label' }, name),
+      svg('rect', { x: label, y: y + 3, width: w, height: bar - 6, class: 'chart-bar' }, svg('title', {}, `${name}: ${value}`)),
+      svg('text', { x: label + w + 4, y: y + 15, class: 'chart-value' }, value.toFixed(3)));
+  });
+  return chart;
+}
+
+function confusion(matrix) {
+  const labels = matrix.labels || [];
+  const rows = matrix.matrix || matrix.values || [];
+  return h('table', { class: 'table confusion', 'data-testid': 'confusion' },
+    h('tr', {}, h('th', {}, 'actual \\ predicted'), labels.map((l) => h('th', {}, l))),
+    rows.map((r, i) => h('tr', {}, h('th', {}, labels[i] ?? i), r.map((v, j) => h('td', { class: i === j ? 'diag' : '' }, v)))));
+}
+
+// --- skills and agents: one table-and-form component for both ---------------------------
+
+const skillSpec = {
+  kind: 'skill', path: 'skills',
+  columns: (s) => [s.name, s.type, JSON.stringify(s.params)],
+  headings: ['Name', 'Type', 'Params'],
+  fields: (s) => [
+    { name: 'name', label: 'Name', value: s?.name },
+    { name: 'type', label: 'Type', value: s?.type ?? 'text2sql' },
+    { name: 'params', label: 'Params (JSON object)', kind: 'textarea', value: s ? JSON.stringify(s.params, null, 1) : '{}' },
+  ],
+  body: (v, old) => ({ skill: { name: v.name, type: v.type, params: jsonField(v.params, 'params', old && JSON.stringify(old.params, null, 1)) } }),
+};
+
+const agentSpec = {
+  kind: 'agent', path: 'agents',
+  columns: (a) => [a.name, a.model_name ?? '', (a.skills || []).join(', '), JSON.stringify(a.params)],
+  headings: ['Name', 'Model', 'Skills', 'Params'],
+  fields: (a) => [
+    { name: 'name', label: 'Name', value: a?.name },
+    { name: 'model_name', label: 'Model', value: a?.model_name ?? '' },
+    { name: 'skills', label: 'Skills (comma separated)', value: (a?.skills || []).join(', ') },
+    { name: 'params', label: 'Params (JSON object)', kind: 'textarea', value: a ? JSON.stringify(a.params, null, 1) : '{}' },
+  ],
+  body: (v, old) => ({ agent: {
+    name: v.name, model_name: v.model_name || null,
+    skills: v.skills.split(',').map((s) => s.trim()).filter(Boolean),
+    params: jsonField(v.params, 'params', old && JSON.stringify(old.params, null, 1)),
+  } }),
+};
+
+// A JSON text field; unchanged text is not sent back (its secrets are masked, and sending
+// the mask would overwrite them).
+function jsonField(text, name, original) {
+  if (original !== undefined && text === original) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const problem = { errors: { [name]: [`Not valid JSON: ${error.message}`] } };
+    throw Object.assign(new Error('The form has an error'), { problem });
+  }
+}
+
+async function drawResource(project, host, spec) {
+  const base = `/api/projects/${enc(project)}/${spec.path}`;
+  let items = [];
+  try {
+    items = await get(base);
+  } catch (error) {
+    clear(host).append(h('p', { class: 'status error' }, error.message));
+    return;
+  }
+  const formHost = h('div', { class: 'form-host' });
+  const table = h('table', { class: 'table', 'data-testid': `${spec.kind}-table` },
+    h('tr', {}, [...spec.headings, ''].map((t) => h('th', {}, t))));
+  for (const item of items) {
+    table.append(h('tr', { dataset: { name: item.name } }, spec.columns(item).map((c) => h('td', {}, c)),
+      h('td', {},
+        h('button', { type: 'button', onclick: () => openForm(item) }, 'Edit'),
+        h('button', {
+          type: 'button', class: 'danger',
+          onclick: async () => {
+            if (!window.confirm(`Delete ${spec.kind} ${item.name}?`)) return;
+            await del(`${base}/${enc(item.name)}`);
+            drawResource(project, host, spec);
+          },
+        }, 'Delete'))));
+  }
+  function openForm(item) {
+    const { form } = makeForm({
+      testid: `${spec.kind}-form`,
+      submitLabel: item ? `Save ${spec.kind}` : `Create ${spec.kind}`,
+      fields: spec.fields(item),
+      onSubmit: async (values) => {
+        const body = spec.body(values, item);
+        if (item) await put(`${base}/${enc(item.name)}`, body);
+        else await post(base, body);
+        drawResource(project, host, spec);
+      },
+    });
+    clear(formHost).append(h('h4', {}, item ? `Edit ${spec.kind} ${item.name}` : `New ${spec.kind}`), form);
+  }
+  clear(host).append(table, h('button', { type: 'button', 'data-testid': `new-${spec.kind}`, onclick: () => openForm(null) }, `New ${spec.kind}`), formHost);
+}
