@@ -222,7 +222,7 @@ def _naive_utc(series: pd.Series) -> pd.Series:
 class DatetimeParts(BaseEstimator, TransformerMixin):
     """Datetime columns → year, month, day, weekday, hour and epoch days, as floats."""
 
-    PARTS = ("year", "month", "day", "dayofweek", "hour")
+    PARTS = ("year", "month", "day", "day_of_week", "hour")
 
     def fit(self, X, y=None):  # noqa: N803 - scikit-learn's naming
         self.n_features_in_ = X.shape[1]

@@ -1,15 +1,17 @@
-"""Training: type the columns, try several scikit-learn pipelines, keep the best, describe it.
+"""Training: type the columns, compare candidates by cross-validation, keep the best, describe it.
 
-Everything ``describe`` answers is measured here, on rows the candidate never saw: the
-held-out score of each candidate, the permutation importance of each input column and,
-for regression, the spread of held-out residuals that gives predictions their interval.
-The selected pipeline is then refit on every row before it is stored.
+Everything ``describe`` answers is measured on rows the model that scored them never saw:
+the cross-validated score of each candidate (``selection.py``), and, from the chosen
+candidate's out-of-fold predictions, the calibration of its probabilities, the coverage of
+its prediction interval and the permutation importance of each input column
+(``measures.py``). The chosen candidate is then refit on every row before it is stored.
 """
 
 from __future__ import annotations
 
 import io
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,58 +20,69 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
-from sklearn.ensemble import (
-    HistGradientBoostingClassifier,
-    HistGradientBoostingRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-)
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.impute import SimpleImputer
-from sklearn.inspection import permutation_importance
-from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.metrics import balanced_accuracy_score, r2_score
-from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from .columns import NUMERIC, ColumnInfo, DatetimeParts, infer_column, normalise
 from .errors import METRICS, PROBLEMS, TrainingError
-from .threads import one_openmp_thread
+from .measures import (
+    CalibratedModel,
+    Calibration,
+    Importances,
+    Interval,
+    calibrate,
+    importances,
+    residual_interval,
+)
+from .selection import FOLDS, Folds, Run, Search, candidates, make_folds, score
+from .threads import one_native_thread
 
 ARTIFACT_FORMAT = 1
 MIN_ROWS = 10
 # An integer target with at most this many distinct values is read as classes.
 CLASS_MAX_DISTINCT = 20
-# Random forests draw at most this many rows per tree: past it more rows add time, not skill.
-FOREST_MAX_SAMPLES = 20_000
-# Permutation importance is measured on at most this many held-out rows.
-IMPORTANCE_MAX_ROWS = 2_000
 # One-hot columns per categorical input; rarer categories share one "infrequent" column.
 MAX_CATEGORIES = 30
-_SCORERS = {"classification": "balanced_accuracy", "regression": "r2"}
+# The default time budget of the candidate search, in seconds: grows with rows x columns.
+BUDGET_MIN_S, BUDGET_MAX_S = 4.0, 40.0
+# Share of the budget that importances may take after the search.
+IMPORTANCE_SHARE = 0.25
 _ENCODERS = {
-    "integer": "SimpleImputer(median) + StandardScaler",
-    "float": "SimpleImputer(median) + StandardScaler",
+    "integer": "SimpleImputer(median, missing flag) + StandardScaler",
+    "float": "SimpleImputer(median, missing flag) + StandardScaler",
     "categorical": "SimpleImputer(constant) + OneHotEncoder",
-    "binary": "SimpleImputer(most_frequent)",
-    "datetime": "DatetimeParts + SimpleImputer(median) + StandardScaler",
+    "binary": "SimpleImputer(most_frequent, missing flag)",
+    "datetime": "DatetimeParts + SimpleImputer(median, missing flag) + StandardScaler",
 }
 
 
 @dataclass
 class TrainResult:
     artifact: bytes          # joblib bytes of the fitted pipeline and what predict needs
-    accuracy: float          # held-out score of the selected candidate
+    accuracy: float          # cross-validated mean score of the selected candidate
     description: dict[str, Any]  # {"info": {...}, "features": [...], "model": [...]}
     problem: str
     training_rows: int
 
 
 def train(frame: pd.DataFrame, target: str, *, problem: str | None = None,
-          validation_fraction: float = 0.2, random_state: int = 0) -> TrainResult:
-    """Train a model predicting ``target`` from the other columns of ``frame``."""
-    with one_openmp_thread():
-        return _train(frame, target, problem, validation_fraction, random_state)
+          validation_fraction: float = 0.2, time_budget_s: float | None = None,
+          random_state: int = 0) -> TrainResult:
+    """Train a model predicting ``target`` from the other columns of ``frame``.
+
+    ``validation_fraction`` is the share held out when the data is too large for k-fold
+    (100 000 rows or more); ``time_budget_s`` bounds the candidate search (default: scaled
+    to rows x columns, see ``default_budget``).
+    """
+    with one_native_thread():
+        return _train(frame, target, problem, validation_fraction, time_budget_s, random_state)
+
+
+def default_budget(rows: int, columns: int) -> float:
+    """Seconds for the candidate search when USING time_budget_s does not say."""
+    return round(min(BUDGET_MAX_S, max(BUDGET_MIN_S, 2.0 + rows * columns / 100_000)), 1)
 
 
 @dataclass
@@ -83,37 +96,73 @@ class _Target:
 
 
 @dataclass
-class _Selection:
-    """The candidate estimators tried, and the best one, fitted on the training part only."""
+class _Measures:
+    """What the chosen candidate's out-of-fold predictions told."""
 
-    tried: list[dict[str, Any]]
-    pipeline: Pipeline
-    score: float
+    best: Run
+    runs: list[Run]
+    folds: Folds
+    importances: Importances
+    calibration: Calibration | None
+    interval: Interval | None
+    budget_s: float
+    search_s: float
 
 
 def _train(frame: pd.DataFrame, target: str, problem: str | None, validation_fraction: float,
-           random_state: int) -> TrainResult:
+           time_budget_s: float | None, random_state: int) -> TrainResult:
     _check_request(frame, problem, validation_fraction)
     frame, goal = _target(frame, target, problem)
     columns = [infer_column(name, *normalise(frame[name]))
                for name in frame.columns if name != goal.name]
     used = _inputs(columns, goal.name)
     X = prepare_frame(frame, used)  # noqa: N806 - scikit-learn's naming
-    X_fit, X_held, y_fit, y_held = _split(X, goal.values, goal.problem,  # noqa: N806
-                                          validation_fraction, random_state)
-    selection = _select(used, goal.problem, X_fit, y_fit, X_held, y_held, random_state)
-    importances = _importances(selection.pipeline, X_held, y_held, goal.problem, random_state)
-    interval = _residual_interval(selection.pipeline, X_held, y_held) \
-        if goal.problem == "regression" else None
-    # Measured on held-out rows; the model that is stored learns from every row.
-    final = clone(selection.pipeline).fit(X, goal.values)
-    _single_threaded(final)
-    accuracy = round(float(selection.score), 4)
-    description = _describe(final, goal, columns, used, selection.tried, accuracy,
-                            importances, training_rows=len(X), validation_rows=len(X_held))
-    return TrainResult(artifact=_artifact(final, goal, used, interval), accuracy=accuracy,
-                       description=description, problem=goal.problem,
-                       training_rows=int(len(X)))
+    budget = time_budget_s or default_budget(len(X), len(used))
+    measures = _measure(used, X, goal, validation_fraction, budget, random_state)
+    # Measured out of fold; the model that is stored learns from every row.
+    fitted = _fit(_pipeline(used, clone(measures.best.candidate.estimator)), X, goal.values)
+    _single_threaded(fitted)
+    final = CalibratedModel(fitted, measures.calibration.temperature) \
+        if measures.calibration else fitted
+    interval = (measures.interval.low, measures.interval.high) if measures.interval else None
+    description = _describe(fitted, goal, columns, used, measures)
+    return TrainResult(artifact=_artifact(final, goal, used, interval),
+                       accuracy=round(measures.best.mean, 4), description=description,
+                       problem=goal.problem, training_rows=int(len(X)))
+
+
+def _measure(used: list[ColumnInfo], X: pd.DataFrame, goal: _Target,  # noqa: N803
+             validation_fraction: float, budget: float, random_state: int) -> _Measures:
+    """Compare the candidates on shared folds, then measure the winner out of fold."""
+    started = time.perf_counter()
+    y = goal.values
+    folds = make_folds(y, goal.problem, random_state, validation_fraction)
+    classes = np.unique(y) if goal.problem == "classification" else None
+    search = Search(lambda estimator: _pipeline(used, estimator), X, y, goal.problem,
+                    classes, folds, budget)
+    try:
+        best = search.run(candidates(goal.problem, len(X), random_state))
+    except RuntimeError:
+        raise TrainingError("Every candidate estimator failed: " + "; ".join(
+            f"{r.candidate.family}: {r.error}" for r in search.runs if r.error)) from None
+    search_s = time.perf_counter() - started
+    scored = folds.scored
+    calibration = interval = None
+    if classes is not None:
+        truth = np.searchsorted(classes, y[scored])
+        calibration = calibrate(best.oof[scored], truth, random_state)
+    else:
+        interval = residual_interval(y[scored] - best.oof[scored], random_state)
+    found = importances(best.models, X, y, folds, goal.problem,
+                        max(1.0, IMPORTANCE_SHARE * budget), random_state)
+    return _Measures(best, search.runs, folds, found, calibration, interval, budget, search_s)
+
+
+def _fit(pipeline: Pipeline, X: pd.DataFrame, y: np.ndarray) -> Pipeline:  # noqa: N803
+    with warnings.catch_warnings():
+        # The candidate was chosen by its score; a solver short of convergence still counts.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return pipeline.fit(X, y)
 
 
 def _check_request(frame: pd.DataFrame, problem: str | None,
@@ -154,37 +203,6 @@ def _inputs(columns: list[ColumnInfo], target: str) -> list[ColumnInfo]:
     return used
 
 
-def _select(used: list[ColumnInfo], problem: str, X_fit, y_fit, X_held, y_held,  # noqa: N803
-            random_state: int) -> _Selection:
-    """Fit every candidate on the training part, score it on the held-out part, keep the best."""
-    tried: list[dict[str, Any]] = []
-    best: tuple[float, Pipeline, str] | None = None
-    for name, estimator in _candidates(problem, len(X_fit), random_state):
-        pipeline = _pipeline(used, estimator)
-        started = time.perf_counter()
-        record = {"name": name, "performance": None, "training_time": None, "selected": 0,
-                  "accuracy_functions": [METRICS[problem]]}
-        tried.append(record)
-        try:
-            pipeline.fit(X_fit, y_fit)
-            score = _score(problem, y_held, pipeline.predict(X_held))
-        except (ValueError, TypeError, MemoryError) as exc:
-            record["error"] = f"{type(exc).__name__}: {exc}"
-            continue
-        finally:
-            record["training_time"] = round(time.perf_counter() - started, 3)
-        record["performance"] = round(score, 4)
-        if best is None or score > best[0]:
-            best = (score, pipeline, name)
-    if best is None:
-        raise TrainingError("Every candidate estimator failed: "
-                            + "; ".join(f"{t['name']}: {t['error']}" for t in tried))
-    score, pipeline, chosen = best
-    for record in tried:
-        record["selected"] = int(record["name"] == chosen)
-    return _Selection(tried, pipeline, score)
-
-
 def _artifact(final: Pipeline, goal: _Target, used: list[ColumnInfo],
               interval: tuple[float, float] | None) -> bytes:
     """The stored model: the fitted pipeline and what predict needs besides (joblib bytes)."""
@@ -202,23 +220,51 @@ def _artifact(final: Pipeline, goal: _Target, used: list[ColumnInfo],
     return buffer.getvalue()
 
 
-def _describe(final: Pipeline, goal: _Target, columns: list[ColumnInfo],
-              used: list[ColumnInfo], tried: list[dict[str, Any]], accuracy: float,
-              importances: dict[str, float], *, training_rows: int,
-              validation_rows: int) -> dict[str, Any]:
+def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
+              used: list[ColumnInfo], m: _Measures) -> dict[str, Any]:
     """What describe answers: {"info": {...}, "features": [...], "model": [...]}."""
     problem = goal.problem
-    info = {
-        "accuracies": {METRICS[problem]: accuracy},
-        "column_importances": importances,
+    metric = METRICS[problem]
+    scores = np.asarray(m.best.scores)
+    rows, scored = m.folds.rows, len(m.folds.scored)
+    std = float(scores.std()) if len(scores) > 1 else _bootstrap_std(m, goal)
+    info: dict[str, Any] = {
+        "accuracies": {metric: round(m.best.mean, 4)},
+        "column_importances": m.importances.share,
         "inputs": [c.name for c in used],
         "outputs": [goal.name],
-        "model": pipeline_string(final),
+        "model": pipeline_string(fitted),
         "problem": problem,
-        "training_rows": int(training_rows),
-        "validation_rows": int(validation_rows),
+        # One hold-out has no fold spread: its score's bootstrap spread stands in.
+        "accuracy_std": {metric: round(std, 4)},
+        "accuracy_interval": {metric: [round(float(scores.min()), 4),
+                                       round(float(scores.max()), 4)]},
+        "folds": len(m.folds.tests),
+        "evaluation": {
+            "method": m.folds.method,
+            "metric": metric,
+            "fold_scores": [round(float(v), 4) for v in scores],
+            "rows_scored": scored,
+            "note": "every scored row was predicted by a model trained without it",
+        },
+        "final_model_rows": rows,
+        "final_model_note": "the stored model was refit on all rows after the comparison",
+        "column_importance_std": m.importances.spread,
+        "importances": m.importances.describe(),
+        "time_budget_s": m.budget_s,
+        "search_time_s": round(m.search_s, 3),
         "ignored_columns": {c.name: c.reason for c in columns if not c.used},
     }
+    if m.calibration is not None:
+        info["calibration"] = m.calibration.describe(scored)
+        rare = _rare_classes(goal.values)
+        if rare:
+            info["rare_classes"] = {
+                "classes": rare,
+                "note": f"fewer rows than the {FOLDS} folds: these classes were trained "
+                        "on but are seldom predicted right; their scores are unreliable"}
+    if m.interval is not None:
+        info["interval"] = m.interval.describe(scored)
     features = [
         {"column": c.name, "type": c.kind, "encoder": _ENCODERS.get(c.kind),
          "role": "feature" if c.used else "ignored",
@@ -228,7 +274,30 @@ def _describe(final: Pipeline, goal: _Target, columns: list[ColumnInfo],
     features.append({"column": goal.name, "type": _target_kind(goal.base, problem),
                      "encoder": "LabelEncoder" if problem == "classification" else "identity",
                      "role": "target"})
+    tried = [run.record(metric, run is m.best, len(m.folds.tests)) for run in m.runs]
     return {"info": info, "features": features, "model": tried}
+
+
+def _bootstrap_std(m: _Measures, goal: _Target, draws: int = 200) -> float:
+    """Standard deviation of the hold-out score over resamples of the hold-out rows."""
+    rows = m.folds.scored
+    truth = goal.values[rows]
+    output = m.best.oof[rows]
+    if goal.problem == "classification":
+        output = np.unique(goal.values)[output.argmax(axis=1)]
+    rng = np.random.default_rng(0)
+    samples = [rng.integers(0, len(rows), len(rows)) for _ in range(draws)]
+    return float(np.std([score(goal.problem, truth[s], output[s]) for s in samples]))
+
+
+def _rare_classes(y: np.ndarray) -> dict[str, int]:
+    labels, counts = np.unique(y, return_counts=True)
+    return {str(_plain(label)): int(count)
+            for label, count in zip(labels, counts, strict=True) if count < FOLDS}
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def prepare_frame(frame: pd.DataFrame, used: list[ColumnInfo]) -> pd.DataFrame:
@@ -282,7 +351,9 @@ def _problem(target: str, y: pd.Series, base: str, requested: str | None) -> str
         return "classification"
     if base in ("string", "bool"):
         return "classification"
-    if base == "int" and y.nunique() <= CLASS_MAX_DISTINCT:
+    # Few distinct integers are classes, unless there are so few rows that nearly every value
+    # is its own class (linnerud's 20 weights): that is a quantity.
+    if base == "int" and y.nunique() <= min(CLASS_MAX_DISTINCT, len(y) // 3):
         return "classification"
     return "regression"
 
@@ -305,42 +376,6 @@ def _target_kind(base: str, problem: str) -> str:
     return "integer" if base == "int" else "float"
 
 
-def _split(X, y, problem, fraction, random_state):  # noqa: N803
-    stratify = None
-    if problem == "classification":
-        _, counts = np.unique(y, return_counts=True)
-        held = int(np.ceil(len(y) * fraction))
-        if counts.min() >= 2 and held >= len(counts) and len(y) - held >= len(counts):
-            stratify = y
-    try:
-        return train_test_split(X, y, test_size=fraction, random_state=random_state,
-                                stratify=stratify)
-    except ValueError as exc:
-        raise TrainingError(f"Cannot hold out {fraction:.0%} of {len(y)} rows: {exc}") from exc
-
-
-def _candidates(problem: str, rows: int, random_state: int) -> list[tuple[str, Any]]:
-    max_samples = min(1.0, FOREST_MAX_SAMPLES / max(rows, 1))
-    max_samples = None if max_samples >= 1.0 else max_samples
-    if problem == "classification":
-        return [
-            ("LogisticRegression", LogisticRegression(max_iter=2000)),
-            ("RandomForestClassifier", RandomForestClassifier(
-                n_estimators=60, max_samples=max_samples, min_samples_leaf=1, n_jobs=2,
-                random_state=random_state)),
-            ("HistGradientBoostingClassifier", HistGradientBoostingClassifier(
-                max_iter=100, random_state=random_state)),
-        ]
-    return [
-        ("Ridge", Ridge(alpha=1.0)),
-        ("RandomForestRegressor", RandomForestRegressor(
-            n_estimators=60, max_samples=max_samples, min_samples_leaf=2, n_jobs=2,
-            random_state=random_state)),
-        ("HistGradientBoostingRegressor", HistGradientBoostingRegressor(
-            max_iter=100, random_state=random_state)),
-    ]
-
-
 def _pipeline(used: list[ColumnInfo], estimator: Any) -> Pipeline:
     groups: dict[str, list[str]] = {}
     for column in used:
@@ -349,7 +384,7 @@ def _pipeline(used: list[ColumnInfo], estimator: Any) -> Pipeline:
     transformers = []
     if "numeric" in groups:
         transformers.append(("numeric", Pipeline([
-            ("impute", SimpleImputer(strategy="median")),
+            ("impute", SimpleImputer(strategy="median", add_indicator=True)),
             ("scale", StandardScaler())]), groups["numeric"]))
     if "categorical" in groups:
         transformers.append(("categorical", Pipeline([
@@ -359,40 +394,15 @@ def _pipeline(used: list[ColumnInfo], estimator: Any) -> Pipeline:
             groups["categorical"]))
     if "binary" in groups:
         transformers.append(("binary", Pipeline([
-            ("impute", SimpleImputer(strategy="most_frequent"))]), groups["binary"]))
+            ("impute", SimpleImputer(strategy="most_frequent", add_indicator=True))]),
+            groups["binary"]))
     if "datetime" in groups:
         transformers.append(("datetime", Pipeline([
             ("parts", DatetimeParts()),
-            ("impute", SimpleImputer(strategy="median")),
+            ("impute", SimpleImputer(strategy="median", add_indicator=True)),
             ("scale", StandardScaler())]), groups["datetime"]))
     preprocess = ColumnTransformer(transformers, remainder="drop", sparse_threshold=0.0)
     return Pipeline([("preprocess", preprocess), ("estimator", estimator)])
-
-
-def _score(problem: str, y_true, y_pred) -> float:
-    if problem == "classification":
-        return float(balanced_accuracy_score(y_true, y_pred))
-    return float(r2_score(y_true, y_pred))
-
-
-def _importances(model: Pipeline, X, y, problem: str, random_state: int) -> dict[str, float]:  # noqa: N803
-    if len(X) > IMPORTANCE_MAX_ROWS:
-        X, _, y, _ = train_test_split(X, y, train_size=IMPORTANCE_MAX_ROWS,  # noqa: N806
-                                      random_state=random_state)
-    repeats = 5 if len(X) * X.shape[1] <= 20_000 else 3
-    result = permutation_importance(model, X, y, scoring=_SCORERS[problem],
-                                    n_repeats=repeats, random_state=random_state)
-    # A column whose shuffling does not hurt (or helps, by chance) gets 0; the most useful 1.
-    raw = np.clip(np.nan_to_num(result.importances_mean), 0.0, None)
-    top = raw.max()
-    scaled = raw / top if top > 0 else raw
-    return {name: round(float(v), 4) for name, v in zip(X.columns, scaled, strict=True)}
-
-
-def _residual_interval(model: Pipeline, X, y) -> tuple[float, float]:  # noqa: N803
-    residuals = np.asarray(y, dtype=float) - model.predict(X)
-    low, high = np.quantile(residuals, [0.05, 0.95])
-    return float(low), float(high)
 
 
 def _single_threaded(pipeline: Pipeline) -> None:

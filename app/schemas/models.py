@@ -56,13 +56,15 @@ class _Number(fields.Float):
 
 _FRACTION = "Must be a number from 0.05 to 0.5."
 _POSITIVE = "Must be a positive integer."
+_BUDGET = "Must be a number of seconds from 1 to 3600."
 
 
 class TrainingOptions(InputSchema):
     """The USING options of CREATE MODEL, from REST and SQL alike (keys in lower case)."""
 
     error_messages = {"unknown": "Unknown key; accepted keys: engine, join_learn_process, "
-                                 "problem, validation_fraction, max_rows."}
+                                 "problem, validation_fraction, max_rows, "
+                                 "time_budget_s."}
 
     engine = _Word(ENGINES, lambda value: f"Unknown engine {value!r}; engines: sklearn "
                                           "(lightwood is accepted as an alias of sklearn).")
@@ -72,6 +74,9 @@ class TrainingOptions(InputSchema):
                                   error_messages={"invalid": _FRACTION, "special": _FRACTION})
     max_rows = fields.Integer(strict=True, validate=validate.Range(min=1, error=_POSITIVE),
                               error_messages={"invalid": _POSITIVE})
+    # Seconds the candidate search may take (default: scaled to the data, 5 to 40 s).
+    time_budget_s = _Number(validate=validate.Range(1, 3600, error=_BUDGET),
+                            error_messages={"invalid": _BUDGET, "special": _BUDGET})
 
 
 class PredictRows(fields.Raw):

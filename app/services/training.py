@@ -190,7 +190,8 @@ def _fit(model: MLModel) -> ml.TrainResult:
     frame = _read_frame(model.data_source, model.fetch_data_query, using.get("max_rows"))
     return ml.train(frame, options.get("target", model.predict), problem=using.get("problem"),
                     validation_fraction=using.get("validation_fraction",
-                                                  DEFAULT_VALIDATION_FRACTION))
+                                                  DEFAULT_VALIDATION_FRACTION),
+                    time_budget_s=using.get("time_budget_s"))
 
 
 def _read_frame(source: str, query: str, sample_rows: int | None) -> pd.DataFrame:

@@ -1,0 +1,227 @@
+"""What describe reports beside the score, all measured on out-of-fold predictions.
+
+- Calibration: a classifier's probabilities are rescaled by one temperature, fitted on the
+  out-of-fold probabilities (the argmax, so the answer, never changes). Its effect is
+  measured cross-fitted: the temperature used on each part of the rows was fitted on the
+  other parts, so the reported calibration error is not the calibrator grading itself.
+- Prediction intervals: the 5th and 95th percentiles of out-of-fold residuals (split
+  conformal style); their coverage is measured cross-fitted the same way.
+- Importances: permutation importances of the fold models on their held-out rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize_scalar
+from sklearn.inspection import permutation_importance
+
+from .selection import Folds, score
+
+CALIBRATION_BINS = 10
+# Cross-fitting parts for the calibration and interval measures.
+PARTS = 5
+INTERVAL_LEVEL = 0.9
+# Held-out rows per fold on which importances are measured: enough for a stable mean.
+IMPORTANCE_ROWS_PER_FOLD = 1_000
+
+
+# --- calibration ------------------------------------------------------------------------------
+
+def with_temperature(probabilities: np.ndarray, temperature: float) -> np.ndarray:
+    """Probabilities rescaled: softmax(log p / T). T > 1 softens, T < 1 sharpens."""
+    logits = np.log(np.clip(probabilities, 1e-12, 1.0)) / temperature
+    logits -= logits.max(axis=1, keepdims=True)
+    exp = np.exp(logits)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def fit_temperature(probabilities: np.ndarray, truth: np.ndarray) -> float:
+    """The temperature that minimises the log loss of the true classes (indices)."""
+    rows = np.arange(len(truth))
+
+    def loss(log_t: float) -> float:
+        p = with_temperature(probabilities, float(np.exp(log_t)))[rows, truth]
+        return float(-np.mean(np.log(np.clip(p, 1e-12, 1.0))))
+
+    found = minimize_scalar(loss, bounds=(-3.0, 3.0), method="bounded",
+                            options={"xatol": 1e-3})
+    return float(np.exp(found.x))
+
+
+def calibration_error(probabilities: np.ndarray, truth: np.ndarray,
+                      bins: int = CALIBRATION_BINS) -> float:
+    """Expected calibration error of the answer's confidence: over equal-width confidence
+    bins, |accuracy - mean confidence| weighted by the share of rows in the bin."""
+    confidence = probabilities.max(axis=1)
+    correct = probabilities.argmax(axis=1) == truth
+    which = np.minimum((confidence * bins).astype(int), bins - 1)
+    error = 0.0
+    for b in range(bins):
+        members = which == b
+        if members.any():
+            error += members.mean() * abs(correct[members].mean() - confidence[members].mean())
+    return float(error)
+
+
+@dataclass
+class Calibration:
+    temperature: float
+    error_before: float     # ECE of the uncalibrated out-of-fold probabilities
+    error_after: float      # ECE after calibration, cross-fitted
+
+    def describe(self, rows: int) -> dict[str, Any]:
+        return {
+            "method": "temperature scaling fitted on cross-validated probabilities",
+            "temperature": round(self.temperature, 4),
+            "expected_calibration_error": round(self.error_after, 4),
+            "expected_calibration_error_uncalibrated": round(self.error_before, 4),
+            "bins": CALIBRATION_BINS,
+            "rows": rows,
+        }
+
+
+def calibrate(probabilities: np.ndarray, truth: np.ndarray, random_state: int) -> Calibration:
+    """The temperature for the final model, and the calibration error it is expected to leave."""
+    parts = _parts(len(truth), random_state)
+    calibrated = np.empty_like(probabilities)
+    for part in parts:
+        rest = np.setdiff1d(np.arange(len(truth)), part)
+        t = fit_temperature(probabilities[rest], truth[rest])
+        calibrated[part] = with_temperature(probabilities[part], t)
+    before = calibration_error(probabilities, truth)
+    after = calibration_error(calibrated, truth)
+    if after >= before:
+        # Rescaling did not help on rows it was not fitted on: leave the probabilities alone.
+        return Calibration(1.0, before, before)
+    return Calibration(fit_temperature(probabilities, truth), before, after)
+
+
+class CalibratedModel:
+    """A fitted classifier pipeline whose probabilities pass through a temperature.
+
+    It answers ``predict``, ``predict_proba`` and ``classes_`` like the pipeline it wraps,
+    so the predict path needs no change.
+    """
+
+    def __init__(self, pipeline: Any, temperature: float) -> None:
+        self.pipeline = pipeline
+        self.temperature = temperature
+
+    @property
+    def classes_(self) -> np.ndarray:
+        return self.pipeline.classes_
+
+    @property
+    def steps(self) -> list:
+        return self.pipeline.steps
+
+    def fit(self, X: Any, y: Any) -> CalibratedModel:  # noqa: N803 - scikit-learn's naming
+        self.pipeline.fit(X, y)
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:  # noqa: N803
+        return with_temperature(self.pipeline.predict_proba(X), self.temperature)
+
+    def predict(self, X: Any) -> np.ndarray:  # noqa: N803
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+
+# --- regression intervals ---------------------------------------------------------------------
+
+@dataclass
+class Interval:
+    low: float
+    high: float
+    coverage: float  # share of out-of-fold truths inside the interval, cross-fitted
+
+    def describe(self, rows: int) -> dict[str, Any]:
+        return {
+            "method": "prediction + 5th to 95th percentile of cross-validated errors",
+            "level": INTERVAL_LEVEL,
+            "low": round(self.low, 6),
+            "high": round(self.high, 6),
+            "coverage": round(self.coverage, 4),
+            "rows": rows,
+        }
+
+
+def residual_interval(residuals: np.ndarray, random_state: int) -> Interval:
+    """The interval from all out-of-fold residuals; its coverage measured cross-fitted."""
+    tail = (1 - INTERVAL_LEVEL) / 2
+    inside = np.zeros(len(residuals), dtype=bool)
+    for part in _parts(len(residuals), random_state):
+        rest = np.setdiff1d(np.arange(len(residuals)), part)
+        low, high = _quantiles(residuals[rest], tail)
+        inside[part] = (residuals[part] >= low) & (residuals[part] <= high)
+    low, high = _quantiles(residuals, tail)
+    return Interval(low, high, float(inside.mean()))
+
+
+def _quantiles(residuals: np.ndarray, tail: float) -> tuple[float, float]:
+    # The outer order statistics ("lower"/"higher"): a finite sample covers a little less
+    # than its empirical share, so the interval errs on the wide side.
+    return (float(np.quantile(residuals, tail, method="lower")),
+            float(np.quantile(residuals, 1 - tail, method="higher")))
+
+
+# --- importances ------------------------------------------------------------------------------
+
+@dataclass
+class Importances:
+    share: dict[str, float]   # mean drop in score / sum of the positive mean drops
+    spread: dict[str, float]  # standard deviation over folds, same scale
+    folds: int
+    repeats: int
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "method": "permutation importance on held-out folds",
+            "scale": "share of the total: the drop in the score when the column is "
+                     "shuffled, divided by the sum of the positive drops (positive shares "
+                     "sum to 1; 0 or below: the column did not help)",
+            "folds": self.folds,
+            "repeats": self.repeats,
+        }
+
+
+def importances(models: list[Any], X: pd.DataFrame, y: np.ndarray, folds: Folds,  # noqa: N803
+                problem: str, budget_s: float, random_state: int) -> Importances:
+    """Permutation importance of each fold model on its own held-out rows.
+
+    Folds are measured in turn until ``budget_s`` is spent (the first always is).
+    """
+    started = time.perf_counter()
+    repeats = 5 if X.shape[1] <= 20 else 3 if X.shape[1] <= 50 else 2
+    rng = np.random.default_rng(random_state)
+
+    def scorer(estimator: Any, X_part: pd.DataFrame, y_part: np.ndarray) -> float:  # noqa: N803
+        return score(problem, y_part, estimator.predict(X_part))
+
+    drops = []
+    for model, test in zip(models, folds.tests, strict=False):
+        if drops and time.perf_counter() - started > budget_s:
+            break
+        if len(test) > IMPORTANCE_ROWS_PER_FOLD:
+            test = rng.choice(test, IMPORTANCE_ROWS_PER_FOLD, replace=False)
+        result = permutation_importance(model, X.iloc[test], y[test], scoring=scorer,
+                                        n_repeats=repeats, random_state=random_state)
+        drops.append(np.nan_to_num(result.importances_mean))
+    matrix = np.vstack(drops)
+    mean = matrix.mean(axis=0)
+    total = mean[mean > 0].sum()
+    scale = total if total > 0 else 1.0
+    spread = matrix.std(axis=0) / scale
+    return Importances(
+        share={c: round(float(v), 4) for c, v in zip(X.columns, mean / scale, strict=True)},
+        spread={c: round(float(v), 4) for c, v in zip(X.columns, spread, strict=True)},
+        folds=len(drops), repeats=repeats)
+
+
+def _parts(rows: int, random_state: int) -> list[np.ndarray]:
+    order = np.random.default_rng(random_state + 1).permutation(rows)
+    return [part for part in np.array_split(order, min(PARTS, rows)) if len(part)]
