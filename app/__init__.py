@@ -24,6 +24,7 @@ from .security import init_auth
 from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
+from .telemetry import init_metrics
 
 __version__ = VERSION
 
@@ -58,6 +59,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.json = JSONProvider(app)
 
     db.init_app(app)
+    init_metrics(app)
     init_sources(app)  # data sources (and the demo file) for the SQL endpoint
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..",
                                                      "migrations"))

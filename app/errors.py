@@ -46,6 +46,13 @@ class Unauthorized(QuarryError):
     title = "Unauthorized"
 
 
+class Forbidden(QuarryError):
+    """Signed in, but this caller's role or grants do not allow it (app/services/access.py)."""
+
+    status = 403
+    title = "Forbidden"
+
+
 class NotFound(QuarryError):
     status = 404
     title = "Not found"

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from flask import current_app
 
 from ..rules.names import DEFAULT_PROJECT
-from ..sql.errors import SqlError
+from ..services import access, audit
+from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
 from ..sql.gate import gate
 from ..sql.sources import current_sources
+from ..telemetry import current_metrics
 from .router import service_statement
 
 __all__ = ["execute_sql", "error_body"]
@@ -23,14 +26,27 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
                 *, timeout_s: float | None = None) -> dict[str, Any]:
     """Run one statement; the response body of API.md §1 (type table / ok / error)."""
     db = context_db or DEFAULT_PROJECT
+    started = time.perf_counter()
     try:
         answer = _service_statement(query, db, params)
-        if answer is not None:
-            return answer
-        return _data_statement(query, db, params, timeout_s)
+        if answer is None:
+            answer = _data_statement(query, db, params, timeout_s)
     except SqlError as exc:
         log.info("sql error %s: %s", exc.code, exc.message)
-        return error_body(exc, db)
+        answer = error_body(exc, db)
+    _account(query, answer, time.perf_counter() - started)
+    return answer
+
+
+def _account(query: str, answer: dict[str, Any], seconds: float) -> None:
+    """The statement's audit record and metrics: who ran what, where, how it ended."""
+    failed = answer.get("type") == "error"
+    source = answer.get("source") or answer.get("context", {}).get("db")
+    rows = len(answer["data"]) if isinstance(answer.get("data"), list) else None
+    outcome = "error" if failed else "ok"
+    code = str(answer["error_code"]) if failed else None
+    current_metrics().sql_statement(source or "", outcome, seconds, rows or 0)
+    audit.record_statement(query, source, rows, seconds * 1000.0, outcome, code)
 
 
 def _service_statement(query: str, db: str, params: dict[str, Any] | None
@@ -47,6 +63,11 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None) -> dict[str, Any]:
     registry = current_sources()
     gated = gate(query, registry, db)
+    if gated.source is not None and not access.may_query(gated.source.name):
+        raise SqlError(ErrorCode.ACCESS_DENIED,
+                       f"You may not query data source '{gated.source.name}': it is not public "
+                       "and you hold no grant on it (an admin can run GRANT query ON DATABASE "
+                       f"{gated.source.name} TO <you>)")
     target = gated.source or registry.constants
     result = run_statement(target, gated.sql, params, gated.param_names,
                            timeout_s=effective_timeout(target, timeout_s),

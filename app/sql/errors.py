@@ -29,6 +29,8 @@ class ErrorCode(IntEnum):
     CONFLICT = 18            # name taken, project not empty, model not trained yet
     INVALID_STATEMENT = 19   # a value the REST route would refuse with 400 (name, USING …)
     SERVICE_FAILED = 20      # any other error of the service (e.g. the store is down)
+    # 21-23: kept for the other branches' codes (OUT_OF_RANGE …).
+    ACCESS_DENIED = 24       # the caller holds no grant for this (role, project or data source)
 
 
 class SqlError(Exception):

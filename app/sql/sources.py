@@ -89,6 +89,8 @@ class DataSource:
     engine_name: str = ""          # what SHOW DATABASES calls the engine
     info: dict[str, Any] = field(default_factory=dict)
     functions: FunctionPolicy = field(default=None)  # type: ignore[assignment]
+    # Any signed-in user may query a public source; others need a grant (services/access).
+    public: bool = False
 
     def __post_init__(self) -> None:
         if self.functions is None:
@@ -221,12 +223,18 @@ def build_source(name: str, spec: Any, settings: dict[str, Any]) -> DataSource:
     if backend not in _BACKENDS:
         raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}']: unsupported database '{backend}' "
                            f"(supported: sqlite, postgresql, mysql, mariadb)")
+    public = spec.get("public", False)
+    if not isinstance(public, bool):
+        raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}']: public must be true or false")
     dialect, glot, driver = _BACKENDS[backend]
     if dialect == "sqlite":
-        return _sqlite_source(name, url.database, settings, timeout_s, max_rows)
-    url = url.set(drivername=f"{'postgresql' if dialect == 'postgresql' else backend}+{driver}")
-    source = _server_source(name, url, dialect, glot, settings, timeout_s, max_rows)
-    source.engine_name = backend if backend != "postgres" else "postgresql"
+        source = _sqlite_source(name, url.database, settings, timeout_s, max_rows)
+    else:
+        url = url.set(drivername=f"{'postgresql' if dialect == 'postgresql' else backend}"
+                                 f"+{driver}")
+        source = _server_source(name, url, dialect, glot, settings, timeout_s, max_rows)
+        source.engine_name = backend if backend != "postgres" else "postgresql"
+    source.public = public
     return source
 
 
@@ -248,8 +256,10 @@ def init_sources(app: Flask) -> SourceRegistry:
         registry.add(build_source(name, spec, settings))
     if settings.get("DEMO_SOURCE") and registry.get(DEMO_NAME) is None:
         path = ensure_demo(demo_path(app))
-        registry.add(_sqlite_source(DEMO_NAME, path, settings, settings["SQL_TIMEOUT_S"],
-                                    settings["SQL_MAX_ROWS"]))
+        demo = _sqlite_source(DEMO_NAME, path, settings, settings["SQL_TIMEOUT_S"],
+                              settings["SQL_MAX_ROWS"])
+        demo.public = True  # sample data: every signed-in user may query it
+        registry.add(demo)
     registry.constants = _sqlite_source("", None, settings, settings["SQL_TIMEOUT_S"],
                                         settings["SQL_MAX_ROWS"])
     app.extensions[EXTENSION_KEY] = registry

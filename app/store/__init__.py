@@ -1,10 +1,11 @@
 """SQLAlchemy mapped classes: columns, relationships and constraints only."""
 
+from .access import AuditRecord, ProjectMember, SourceGrant
 from .agent import Agent, AgentSkill
 from .auth import ApiToken, LoginFailure, User, UserSession
 from .ml_model import MLModel
 from .project import Project
 from .skill import Skill
 
-__all__ = ["Agent", "AgentSkill", "ApiToken", "LoginFailure", "MLModel", "Project", "Skill",
-           "User", "UserSession"]
+__all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "LoginFailure", "MLModel",
+           "Project", "ProjectMember", "Skill", "SourceGrant", "User", "UserSession"]

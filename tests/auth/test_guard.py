@@ -14,7 +14,9 @@ from tests.helpers import assert_problem
 from .conftest import SECRET_KEY, add_token, sign_in
 
 # The only (path, method) pairs open to an anonymous caller.
-PUBLIC = {("/api/status", "GET"), ("/api/login", "POST")}
+PUBLIC = {("/api/status", "GET"), ("/api/login", "POST"),
+          # Probes: open to QUARRY_METRICS_ALLOW (loopback, the test client's address).
+          ("/api/util/readiness", "GET"), ("/metrics", "GET")}
 ARGUMENT_VALUES = {"int": 1, "float": 1.0}
 
 
