@@ -235,7 +235,7 @@ def require_source(source_name: str) -> None:
                         source=source_name)
 
 
-def _require_admin(what: str) -> None:
+def require_admin(what: str) -> None:
     actor = current_actor()
     if actor is not None and (not actor.admin or actor.read_only):
         raise Forbidden(f"Only an admin may {what}", title="Admin only")
@@ -243,7 +243,7 @@ def _require_admin(what: str) -> None:
 
 def grant_source(source_name: str, user_name: str, privilege: str = "query") -> None:
     """GRANT query ON DATABASE s TO u (admins)."""
-    _require_admin("grant rights on data sources")
+    require_admin("grant rights on data sources")
     source = _source(source_name)
     user = _user(user_name)
     if privilege.lower() not in SOURCE_PRIVILEGES:
@@ -261,7 +261,7 @@ def grant_source(source_name: str, user_name: str, privilege: str = "query") -> 
 
 def revoke_source(source_name: str, user_name: str) -> None:
     """REVOKE query ON DATABASE s FROM u (admins); 404 when there was no such grant."""
-    _require_admin("revoke rights on data sources")
+    require_admin("revoke rights on data sources")
     user = _user(user_name)
     deleted = db.session.execute(delete(SourceGrant).where(
         SourceGrant.user_id == user.id,
@@ -320,7 +320,7 @@ def set_role(user_name: str, role: str) -> User:
     """Make a user admin or member; the last admin stays one."""
     if role not in ROLES:
         raise BadRequest(f"Unknown role {role!r}: admin or member", title="Unknown role")
-    _require_admin("change roles")
+    require_admin("change roles")
     user = _user(user_name)
     if user.role == "admin" and role != "admin":
         admins = db.session.scalar(select(func.count()).select_from(User)
