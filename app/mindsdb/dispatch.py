@@ -27,21 +27,21 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
     """Run one statement; the response body of API.md §1 (type table / ok / error)."""
     db = context_db or DEFAULT_PROJECT
     started = time.perf_counter()
+    reached: list[str] = []  # the data source the statement ran on, once known
     try:
         answer = _service_statement(query, db, params)
         if answer is None:
-            answer = _data_statement(query, db, params, timeout_s)
+            answer = _data_statement(query, db, params, timeout_s, reached)
     except SqlError as exc:
         log.info("sql error %s: %s", exc.code, exc.message)
         answer = error_body(exc, db)
-    _account(query, answer, time.perf_counter() - started)
+    _account(query, answer, reached[0] if reached else None, time.perf_counter() - started)
     return answer
 
 
-def _account(query: str, answer: dict[str, Any], seconds: float) -> None:
+def _account(query: str, answer: dict[str, Any], source: str | None, seconds: float) -> None:
     """The statement's audit record and metrics: who ran what, where, how it ended."""
     failed = answer.get("type") == "error"
-    source = answer.get("source") or answer.get("context", {}).get("db")
     rows = len(answer["data"]) if isinstance(answer.get("data"), list) else None
     outcome = "error" if failed else "ok"
     code = str(answer["error_code"]) if failed else None
@@ -60,9 +60,11 @@ def _service_statement(query: str, db: str, params: dict[str, Any] | None
 
 
 def _data_statement(query: str, db: str, params: dict[str, Any] | None,
-                    timeout_s: float | None) -> dict[str, Any]:
+                    timeout_s: float | None, reached: list[str]) -> dict[str, Any]:
     registry = current_sources()
     gated = gate(query, registry, db)
+    if gated.source is not None:
+        reached.append(gated.source.name)
     if gated.source is not None and not access.may_query(gated.source.name):
         raise SqlError(ErrorCode.ACCESS_DENIED,
                        f"You may not query data source '{gated.source.name}': it is not public "

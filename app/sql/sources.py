@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from flask import Flask, current_app
+from flask import Flask, current_app, has_app_context
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
 from ..lru import LruCache
 from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE
+from ..telemetry import EXTENSION_KEY as METRICS_KEY
+from ..telemetry import current_metrics
 from .demo import ensure_demo
 from .errors import ErrorCode, SqlError
 from .functions import FunctionPolicy, policy_for
@@ -139,12 +141,24 @@ class SourceRegistry:
                 source.dispose()
 
 
+def _count_pool_use(target: Any, name: str) -> None:
+    """Keep the pool-usage gauge of source ``name`` as connections go out and come back."""
+
+    def change(step: int) -> None:
+        if has_app_context() and METRICS_KEY in current_app.extensions:
+            current_metrics().pool_in_use.labels(name or "(no source)").inc(step)
+
+    event.listen(target, "checkout", lambda *_: change(1))
+    event.listen(target, "checkin", lambda *_: change(-1))
+
+
 def _sqlite_source(name: str, path: str | None, settings: dict[str, Any], timeout_s: float,
                    max_rows: int) -> DataSource:
     limit = settings["SQL_MAX_RESPONSE_BYTES"]
     pool = QueuePool(lambda: open_sqlite_readonly(path, limit), pool_size=settings["SQL_POOL_SIZE"],
                      max_overflow=0, timeout=settings["SQL_POOL_TIMEOUT_S"],
                      reset_on_return=None)
+    _count_pool_use(pool, name)
     return DataSource(name=name, dialect="sqlite", sqlglot_dialect="sqlite",
                       timeout_s=timeout_s, max_rows=max_rows, connect=pool.connect,
                       dispose=pool.dispose, engine_name="sqlite", info={"path": path})
@@ -165,6 +179,7 @@ def _server_source(name: str, url: Any, dialect: str, glot: str, settings: dict[
             dbapi_connection.autocommit = True
             _lenient_pg_loaders(dbapi_connection)
 
+    _count_pool_use(engine, name)
     return DataSource(name=name, dialect=dialect, sqlglot_dialect=glot, timeout_s=timeout_s,
                       max_rows=max_rows, connect=engine.raw_connection, dispose=engine.dispose,
                       engine_name=dialect, info={"url": url.render_as_string()})
