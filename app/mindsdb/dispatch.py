@@ -12,7 +12,7 @@ from ..rules.names import DEFAULT_PROJECT
 from ..services import access, audit
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
-from ..sql.gate import gate
+from ..sql.gate import check_count_params, gate
 from ..sql.sources import current_sources
 from ..telemetry import current_metrics
 from .router import service_statement
@@ -70,6 +70,7 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                        f"You may not query data source '{gated.source.name}': it is not public "
                        "and you hold no grant on it (an admin can run GRANT query ON DATABASE "
                        f"{gated.source.name} TO <you>)")
+    check_count_params(gated, params)
     target = gated.source or registry.constants
     result = run_statement(target, gated.sql, params, gated.param_names,
                            timeout_s=effective_timeout(target, timeout_s),

@@ -3,9 +3,10 @@
 from .access import AuditRecord, ProjectMember, SourceGrant
 from .agent import Agent, AgentSkill
 from .auth import ApiToken, LoginFailure, User, UserSession
+from .data_source import DataSourceRecord
 from .ml_model import MLModel
 from .project import Project
 from .skill import Skill
 
-__all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "LoginFailure", "MLModel",
-           "Project", "ProjectMember", "Skill", "SourceGrant", "User", "UserSession"]
+__all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "DataSourceRecord", "LoginFailure",
+           "MLModel", "Project", "ProjectMember", "Skill", "SourceGrant", "User", "UserSession"]

@@ -5,7 +5,7 @@ afterwards are members unless made admins. Every existing project gets each exis
 as its owner, so no project is left without one.
 
 Revision ID: 0006_access
-Revises: 0003_row_versions
+Revises: 0004_data_sources
 Create Date: 2026-11-23 05:50:00
 
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_access"
-down_revision = "0003_row_versions"
+down_revision = "0004_data_sources"
 branch_labels = None
 depends_on = None
 
