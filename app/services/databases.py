@@ -424,7 +424,8 @@ def require_data_source(name: str) -> None:
 def list_tables(name: str) -> list[dict[str, Any]]:
     """The tables and views of a data source, as MindsDB lists them ({name, type})."""
     require_data_source(name)
-    access.require_source(name)
+    if not access.may_query(name):
+        raise DatabaseNotFound(name)  # as GET /api/databases/<name>: not shown, not found
     registry = current_sources()
     source = registry.require(name)
     try:

@@ -58,6 +58,8 @@ def find_skill(project: Project, ref: str) -> Skill:
 
 def get_skill(project_name: str, ref: str) -> dict[str, Any]:
     """One skill by name or ID, as a view: one statement, built once (the hottest read)."""
+    if access.current_actor() is not None:
+        get_project(project_name)  # a project the caller may not see: 404 before anything
     statement, params = _skill_by_ref(project_name, ref)
     views = views_of_skills(statement, params)
     if not views:
