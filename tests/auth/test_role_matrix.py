@@ -9,6 +9,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,8 +249,7 @@ def test_every_route_has_a_rule_and_every_role_gets_it(matrix):
 
 def test_the_docs_table_matches_the_rules():
     """docs/access.md lists every rule with the same outcomes."""
-    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "access.md"),
-               encoding="utf-8").read()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "access.md").read_text("utf-8")
     for (endpoint, method), case in cases("admin", "/api").items():
         row = f"| {method} | `{endpoint}` | " + " | ".join(map(str, case.expect)) + " |"
         assert row in doc, f"docs/access.md lacks the row: {row}"
