@@ -10,18 +10,19 @@ import os
 import shutil
 import tempfile
 
-from app.config import load_settings
-
-_settings = load_settings()
-
 # Prometheus in multiprocess mode: every worker writes its figures to files in this folder
 # and a scrape of /metrics (by any worker) adds them up. prometheus_client reads the variable
-# when it is first imported, so it is set here, before the app is loaded. A folder given by
-# the operator is used as it is; otherwise a private one is made per server start.
+# when it is first imported, so it is set here, before anything of the app is imported. A
+# folder given by the operator is used as it is; otherwise a private one is made per start.
 _OWN_METRICS_DIR = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
 _METRICS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(
     prefix="quarry-metrics-")
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = _METRICS_DIR
+
+from app.config import load_settings  # noqa: E402 - after the variable above, on purpose
+
+_settings = load_settings()
+
 
 # Behind a reverse proxy on the same host by default; MindsDB's port, so clients need no change.
 bind = [_settings["BIND"]]

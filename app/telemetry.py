@@ -22,6 +22,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    values,
 )
 
 EXTENSION_KEY = "quarry.metrics"
@@ -60,7 +61,9 @@ class Metrics:
 
 def init_metrics(app: Flask) -> Metrics:
     """Build this app's metric objects into app.extensions."""
-    shared = bool(os.environ.get(MULTIPROC_ENV))
+    # The folder must have been set before prometheus_client was first imported (it picks
+    # its value class then); set later, the values stay in process memory, so read them there.
+    shared = bool(os.environ.get(MULTIPROC_ENV)) and values.ValueClass is not values.MutexValue
     registry = CollectorRegistry(auto_describe=True)
     # In multiprocess mode the objects write to files; the per-app registry is not read.
     kw = {"registry": registry}
