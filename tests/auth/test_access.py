@@ -206,3 +206,54 @@ def test_with_sign_in_off_everything_is_as_before(make_app):
     assert client.get("/api/projects/pa/members").json == []
     answer = client.post("/api/sql/query", json={"query": "SELECT 1 AS one"}).json
     assert answer["data"] == [[1]]
+
+
+def test_databases_created_at_run_time_are_admins_and_need_a_grant(team, session_dir):
+    path = os.path.join(session_dir, f"runtime_{PID}.sqlite")
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+    conn.execute("DELETE FROM t")
+    conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,)])
+    conn.commit()
+    conn.close()
+    name = f"rt_{PID}"
+    create = (f"CREATE DATABASE {name} WITH ENGINE = 'sqlite', "
+              f"PARAMETERS = {{\"db_file\": \"{path}\"}}")
+    assert team.sql("alice", create)["error_code"] == 24  # only admins connect databases
+    assert team.sql("root", create)["type"] == "ok", team.sql("root", "SHOW DATABASES")
+    query = f"SELECT count(*) FROM {name}.t"
+    assert team.sql("alice", query)["error_code"] == 24
+    assert [name] not in team.sql("alice", "SHOW DATABASES")["data"]
+    names = [d["name"] for d in team.client.get("/api/databases", headers=team.h("alice")).json]
+    assert name not in names
+    assert_problem(team.client.get(f"/api/databases/{name}", headers=team.h("alice")), 404)
+    assert team.sql("root", f"GRANT query ON DATABASE {name} TO alice")["type"] == "ok"
+    assert team.sql("alice", query)["data"] == [[3]]
+    assert team.client.get(f"/api/databases/{name}/tables",
+                           headers=team.h("alice")).status_code == 200
+    assert_problem(team.client.delete(f"/api/databases/{name}", headers=team.h("alice")), 403)
+    assert team.sql("alice", f"DROP DATABASE {name}")["error_code"] == 24
+    audit = team.client.get("/api/audit?kind=database", headers=team.h("root")).json
+    assert [(r["action"], r["target"], r["user"]) for r in audit["records"]] == [
+        ("create", name, "root")]
+
+
+def test_roles_and_narrowed_tokens_from_the_command_line(team):
+    cli = team.app.test_cli_runner()
+    result = cli.invoke(args=["users", "create", "carol", "--admin"], input=PASSWORD + "\n")
+    assert result.exit_code == 0 and "(admin)" in result.output
+    assert cli.invoke(args=["users", "set-role", "alice", "admin"]).exit_code == 0
+    assert "alice\tadmin" in cli.invoke(args=["users", "list"]).output
+    for name in ("alice", "carol"):
+        assert cli.invoke(args=["users", "set-role", name, "member"]).exit_code == 0
+    last = cli.invoke(args=["users", "set-role", "root", "member"])
+    assert last.exit_code == 1 and "last admin" in last.output
+    team.project("bob", "pb")
+    result = cli.invoke(args=["tokens", "create", "bob", "--project", "pb", "--read-only"])
+    assert result.exit_code == 0, result.output
+    token = result.stdout.strip().splitlines()[-1]
+    narrowed = {"Authorization": f"Bearer {token}"}
+    assert [p["name"] for p in team.client.get("/api/projects", headers=narrowed).json] == ["pb"]
+    assert_problem(team.client.delete("/api/projects/pb", headers=narrowed), 403, "read-only")
+    missing = cli.invoke(args=["tokens", "create", "bob", "--project", "nope"])
+    assert missing.exit_code == 1 and "nope" in missing.output
