@@ -21,6 +21,7 @@ from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
 from .security import init_auth
+from .services.audit import init_audit
 from .services.databases import init_databases
 from .services.startup import check_store
 from .services.trainer import init_trainer
@@ -73,6 +74,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_ops(app)
     init_auth(app)
     init_trainer(app)
+    init_audit(app)
     check_store(app)
     register_blueprints(app, openapi)
     register_cli(app)
