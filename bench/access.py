@@ -6,6 +6,8 @@ in-process through the WSGI app (Flask's test client: the app's own work, no net
 - ``SELECT 1`` over POST /api/sql/query, and GET of a project's 1 000 skills;
 - with sign-in off (no checks; every SQL statement still gets its audit record), then with
   sign-in on as an admin (API token) and as a member who owns the project;
+- GET /api/status (no check at all: with a token it times the token's sign-in alone), so
+  that what the grant checks add shows apart from what signing in costs;
 - the audit record of one statement alone (``audit.record_statement``), and the same SELECT 1
   with the record left out, so that its share of a read query shows.
 
@@ -113,8 +115,13 @@ def run(kind: str, samples: int) -> None:
                 response = client.get("/api/projects/p/skills", headers=headers)
                 assert response.status_code == 200 and len(response.json) == N_SKILLS
 
+            def status(client=client, headers=headers) -> None:
+                assert client.get("/api/status", headers=headers).status_code == 200
+
+            # GET /api/status runs no check: with a token, it is the sign-in alone.
             figures[mode] = {"SELECT 1": median_ms(select_one, samples),
-                             "list 1000 skills": median_ms(list_skills, samples // 3)}
+                             "list 1000 skills": median_ms(list_skills, samples // 3),
+                             "status (sign-in)": median_ms(status, samples)}
             if mode == "off":
                 with app.test_request_context():
                     record = median_ms(lambda: audit.record_statement(
@@ -131,7 +138,7 @@ def run(kind: str, samples: int) -> None:
                 db.engine.dispose()
         off = figures["off"]
         print(f"\n{kind} store ({samples} samples, medians in ms; ratio to sign-in off)")
-        for what in ("SELECT 1", "list 1000 skills"):
+        for what in ("status (sign-in)", "SELECT 1", "list 1000 skills"):
             line = f"  {what:18} off {off[what]:7.3f}"
             for mode in ("admin", "member"):
                 value = figures[mode][what]
