@@ -24,8 +24,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Flask, current_app, g, has_request_context
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, event, select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from ..errors import BadRequest
 from ..extensions import db
@@ -48,10 +49,35 @@ def _who() -> str | None:
     return actor.user_name if actor is not None else g.get("quarry_user_name")
 
 
+_PENDING = "quarry.audit_pending"
+
+
 def record_change(kind: str, action: str, target: str, before: Any, after: Any) -> None:
-    """Add the record of a change to the current session; the caller's commit writes it."""
-    db.session.add(AuditRecord(at=utcnow(), user_name=_who(), kind=kind, action=action,
-                               target=target[:255], before=mask(before), after=mask(after)))
+    """Keep the record of a change for the current session's commit, which writes it in the
+    same transaction (a rollback drops it)."""
+    db.session.info.setdefault(_PENDING, []).append(AuditRecord(
+        at=utcnow(), user_name=_who(), kind=kind, action=action, target=target[:255],
+        before=mask(before), after=mask(after)))
+
+
+def _add_pending(session: Session) -> None:
+    # The change itself is flushed first, the records after it: the change's own statements
+    # keep their order (and their locks) exactly as without the audit log.
+    pending = session.info.pop(_PENDING, None)
+    if pending:
+        session.flush()
+        session.add_all(pending)
+
+
+def _drop_pending(session: Session, *_: Any) -> None:
+    session.info.pop(_PENDING, None)
+
+
+def _listen_to_sessions() -> None:
+    for name, listener in (("before_commit", _add_pending),
+                           ("after_soft_rollback", _drop_pending)):
+        if not event.contains(db.session, name, listener):
+            event.listen(db.session, name, listener)
 
 
 def record_statement(statement: str, source: str | None, row_count: int | None,
@@ -139,6 +165,7 @@ def init_audit(app: Flask) -> StatementLog:
     """The app's statement log; written out at exit too."""
     with app.app_context():
         engine = db.engine
+    _listen_to_sessions()
     statement_log = StatementLog(engine, app.config["AUDIT_RETENTION_DAYS"])
     app.extensions[EXTENSION_KEY] = statement_log
     # At exit (a gunicorn worker stopping), what is queued is written; a weak reference, so

@@ -361,7 +361,8 @@ _SQLITE_CODES = {sqlite3.SQLITE_INTERRUPT: ErrorCode.TIME_LIMIT,  # the progress
                  sqlite3.SQLITE_READONLY: ErrorCode.READ_ONLY,
                  sqlite3.SQLITE_CANTOPEN: ErrorCode.SOURCE_DOWN}
 # SQLITE_ERROR covers compile and arithmetic errors alike; only its text tells these apart.
-_SQLITE_ERROR_TEXTS = (("no such table", ErrorCode.UNKNOWN_TABLE),
+_SQLITE_ERROR_TEXTS = (("not authorized", ErrorCode.READ_ONLY),  # the authorizer, on a function
+                       ("no such table", ErrorCode.UNKNOWN_TABLE),
                        ("syntax error", ErrorCode.SYNTAX),
                        ("integer overflow", ErrorCode.OUT_OF_RANGE))
 
