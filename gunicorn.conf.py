@@ -7,10 +7,22 @@ environment, or gunicorn's own options on the command line. See docs/deploy.md.
 
 import gc
 import os
+import shutil
+import tempfile
 
-from app.config import load_settings
+# Prometheus in multiprocess mode: every worker writes its figures to files in this folder
+# and a scrape of /metrics (by any worker) adds them up. prometheus_client reads the variable
+# when it is first imported, so it is set here, before anything of the app is imported. A
+# folder given by the operator is used as it is; otherwise a private one is made per start.
+_OWN_METRICS_DIR = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+_METRICS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(
+    prefix="quarry-metrics-")
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = _METRICS_DIR
+
+from app.config import load_settings  # noqa: E402 - after the variable above, on purpose
 
 _settings = load_settings()
+
 
 # Behind a reverse proxy on the same host by default; MindsDB's port, so clients need no change.
 bind = [_settings["BIND"]]
@@ -45,6 +57,27 @@ loglevel = _settings["LOG_LEVEL"].lower()
 # %(h)s is the proxy's address; the client's, as the proxy reports it, follows in quotes.
 access_log_format = ('%(h)s "%({x-forwarded-for}i)s" [%({x-request-id}o)s] '
                      '"%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms "%(a)s"')
+
+
+def on_starting(server):
+    # Figures of an earlier run would be added to this one's: start from an empty folder.
+    for name in os.listdir(_METRICS_DIR):
+        path = os.path.join(_METRICS_DIR, name)
+        if os.path.isfile(path) and name.endswith(".db"):
+            os.remove(path)
+
+
+def child_exit(server, worker):
+    # A dead worker's gauges (trainings running, pool connections in use) stop counting;
+    # its counters are kept, so totals do not drop when a worker is replaced.
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid, _METRICS_DIR)
+
+
+def on_exit(server):
+    if _OWN_METRICS_DIR:
+        shutil.rmtree(_METRICS_DIR, ignore_errors=True)
 
 
 def pre_fork(server, worker):

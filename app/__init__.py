@@ -22,11 +22,13 @@ from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
 from .security import init_auth
+from .services.audit import init_audit
 from .services.databases import init_databases
 from .services.queries import init_queries
 from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
+from .telemetry import init_metrics
 
 __version__ = VERSION
 MAX_JSON_DEPTH_CEILING = 256
@@ -71,6 +73,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     # Registered after flask-sqlalchemy's teardown, so it runs before it (Flask runs them
     # in reverse): the session is gone, safely, when flask-sqlalchemy's would remove it.
     app.teardown_appcontext(release_session)
+    init_metrics(app)
     registry = init_sources(app)  # data sources (and the demo file) for the SQL endpoint
     init_databases(app, registry)  # ... and those created at run time, kept in the store
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..",
@@ -84,6 +87,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_auth(app)
     init_trainer(app)
     init_queries(app)
+    init_audit(app)
     check_store(app)
     register_blueprints(app, openapi)
     register_console(app)

@@ -16,6 +16,8 @@ from flask import Flask
 from flask.cli import AppGroup
 
 from .errors import QuarryError
+from .services import access
+from .services import audit as audit_service
 from .services import auth as service
 from .store.types import utcnow
 
@@ -23,9 +25,21 @@ users_cli = AppGroup("users", help="Manage the users who may sign in.")
 tokens_cli = AppGroup("tokens", help="Manage API tokens for programs.")
 
 
+audit_cli = AppGroup("audit", help="The audit log.")
+
+
 def register_auth_cli(app: Flask) -> None:
     app.cli.add_command(users_cli)
     app.cli.add_command(tokens_cli)
+    app.cli.add_command(audit_cli)
+
+
+@audit_cli.command("prune")
+@click.option("--days", type=int, default=None,
+              help="Keep this many days (default: QUARRY_AUDIT_RETENTION_DAYS).")
+def prune_audit(days: int | None) -> None:
+    """Delete audit records older than the retention."""
+    click.echo(f"{audit_service.prune(days)} audit record(s) deleted", err=True)
 
 
 @contextmanager
@@ -53,11 +67,22 @@ def _when(value) -> str:
 
 @users_cli.command("create")
 @click.argument("name")
-def create_user(name: str) -> None:
+@click.option("--admin", is_flag=True, help="Make the user an admin (default: member).")
+def create_user(name: str, admin: bool) -> None:
     """Create user NAME; the password comes from a prompt or stdin."""
     with _as_click_errors():
-        user = service.create_user(name, _read_password())
-    click.echo(f"user {user.name} created", err=True)
+        user = service.create_user(name, _read_password(), admin=admin)
+    click.echo(f"user {user.name} created ({user.role})", err=True)
+
+
+@users_cli.command("set-role")
+@click.argument("name")
+@click.argument("role", type=click.Choice(access.ROLES))
+def set_role(name: str, role: str) -> None:
+    """Make user NAME an admin or a member (the last admin stays one)."""
+    with _as_click_errors():
+        access.set_role(name, role)
+    click.echo(f"user {name} is now {role}", err=True)
 
 
 @users_cli.command("list")
@@ -67,7 +92,7 @@ def list_users() -> None:
     for user in service.list_users():
         sessions = sum(1 for s in user.sessions if not s.revoked and s.expires_at > now)
         tokens = sum(1 for t in user.tokens if not t.revoked)
-        click.echo(f"{user.name}\tcreated {_when(user.created_at)}\t"
+        click.echo(f"{user.name}\t{user.role}\tcreated {_when(user.created_at)}\t"
                    f"sessions {sessions}\ttokens {tokens}")
 
 
@@ -91,12 +116,23 @@ def set_password(name: str) -> None:
 
 
 @tokens_cli.command("create")
-@click.option("--user", "user_name", required=True, help="Owner of the token.")
-@click.option("--label", required=True, help="What the token is for.")
-def create_token(user_name: str, label: str) -> None:
-    """Create an API token and print it, once, on stdout."""
+@click.argument("owner", required=False)
+@click.option("--user", "user_name", default=None, help="Owner of the token.")
+@click.option("--label", default=None, help="What the token is for (default: cli).")
+@click.option("--project", default=None,
+              help="Narrow the token to this one project (it never sees others).")
+@click.option("--read-only", is_flag=True,
+              help="Narrow the token to reading (list, describe, predict, SELECT).")
+def create_token(owner: str | None, user_name: str | None, label: str | None,
+                 project: str | None, read_only: bool) -> None:
+    """Create an API token for OWNER (or --user) and print it, once, on stdout. It carries
+    its owner's rights, narrowed by --project and --read-only."""
+    user_name = user_name or owner
+    if user_name is None:
+        raise click.UsageError("name the token's owner: flask tokens create NAME")
     with _as_click_errors():
-        row, token = service.create_token(user_name, label)
+        row, token = service.create_token(user_name, label or "cli", project=project,
+                                          read_only=read_only)
     click.echo(f"token {row.id} for {user_name} ({row.label}); it is shown only now:", err=True)
     click.echo(token)
 

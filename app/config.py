@@ -97,6 +97,11 @@ SETTINGS: list[Setting] = [
             "LOGIN_WINDOW_S; further attempts from that address get 429"),
     Setting("LOGIN_WINDOW_S", 300, int,
             "Window, in seconds, over which failed sign-ins are counted"),
+    Setting("AUDIT_RETENTION_DAYS", 90, int,
+            "Days the audit log keeps a record (pruned hourly and by flask audit prune)"),
+    Setting("METRICS_ALLOW", "127.0.0.1/8,::1", str,
+            "Addresses or CIDRs (comma-separated) that may read /metrics and "
+            "/api/util/readiness without signing in; others need an admin's sign-in"),
     Setting("PROXY_HOPS", 0, int,
             "Reverse proxies in front of Quarry whose X-Forwarded-* headers are trusted"),
     Setting("LOG_LEVEL", "INFO", str,

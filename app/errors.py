@@ -55,6 +55,8 @@ class Unauthorized(QuarryError):
 
 
 class Forbidden(QuarryError):
+    """Signed in, but this caller's role or grants do not allow it (app/services/access.py)."""
+
     status = 403
     title = "Forbidden"
 

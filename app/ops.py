@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import time
 import uuid
 
 from flask import Flask, Response, g, has_request_context, request
 from flask.logging import default_handler
 from werkzeug.middleware.proxy_fix import ProxyFix
+
+from .telemetry import current_metrics
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # A client's id is kept only when it is short and plain, so it cannot forge log lines.
@@ -77,12 +80,26 @@ def init_ops(app: Flask) -> None:
                                 x_port=hops, x_prefix=hops)
     app.before_request(_assign_request_id)
     app.after_request(_echo_request_id)
+    app.after_request(_count_request)
     _install_log_handler(app)
 
 
 def _assign_request_id() -> None:
+    g.request_started = time.perf_counter()
     given = request.headers.get(REQUEST_ID_HEADER, "")
     g.request_id = given if _SANE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+
+
+def _count_request(response: Response) -> Response:
+    # By route pattern, never the raw path: one series per route, not per project name.
+    route = request.url_rule.rule if request.url_rule is not None else "(no route)"
+    metrics = current_metrics()
+    metrics.requests.labels(route, request.method, str(response.status_code)).inc()
+    started = g.get("request_started")
+    if started is not None:
+        metrics.request_seconds.labels(route, request.method).observe(
+            time.perf_counter() - started)
+    return response
 
 
 def _echo_request_id(response: Response) -> Response:

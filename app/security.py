@@ -23,6 +23,7 @@ signing in) are not affected: a browser never adds those headers by itself.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,6 +31,7 @@ from flask import Flask, Response, current_app, g, request
 from itsdangerous import BadSignature, Signer
 
 from .errors import Forbidden, Unauthorized
+from .services import access
 from .services import auth as auth_service
 from .services.auth import Grant, Principal
 
@@ -44,6 +46,21 @@ def public(view: F) -> F:
     """Mark a view as open to anonymous callers even when auth is required."""
     view.quarry_public = True  # type: ignore[attr-defined]
     return view
+
+
+def operators_only(view: F) -> F:
+    """Mark a probe (readiness, /metrics): open to the addresses of QUARRY_METRICS_ALLOW
+    without sign-in, from elsewhere only to a signed-in admin (403 otherwise)."""
+    view.quarry_public = True  # type: ignore[attr-defined]
+    view.quarry_operators = True  # type: ignore[attr-defined]
+    return view
+
+
+def require_admin() -> None:
+    """403 unless the caller is a signed-in admin (or checks are off: sign-in not required)."""
+    actor = access.current_actor()
+    if current_app.config["AUTH_REQUIRED"] and (actor is None or not actor.admin):
+        raise Forbidden("Only an admin may do this", title="Admin only")
 
 
 def init_auth(app: Flask) -> None:
@@ -115,25 +132,69 @@ def _csrf_checked() -> bool:
 
 
 def _is_public() -> bool:
+    return _marked("quarry_public")
+
+
+def _marked(mark: str) -> bool:
     view = current_app.view_functions.get(request.endpoint or "")
     if view is None:
         return False
-    if getattr(view, "quarry_public", False):
+    if getattr(view, mark, False):
         return True
     # A MethodView: the mark is on the method's handler.
     handler = getattr(getattr(view, "view_class", None), request.method.lower(), None)
-    return bool(getattr(handler, "quarry_public", False))
+    return bool(getattr(handler, mark, False))
 
 
 def _guard() -> None:
+    if _marked("quarry_operators"):
+        _guard_probe()
+        return
     if not current_app.config["AUTH_REQUIRED"]:
         return
     if request.url_rule is None:
         return  # no such route: let routing answer 404/405
-    if _is_public() or current_principal() is not None:
+    principal = current_principal()
+    if principal is not None:
+        # Rights are read with the credential on every request: nothing outlives a revoke.
+        access.set_actor(access.Actor(principal.user_id, principal.user_name,
+                                      principal.role == "admin", principal.project_key,
+                                      principal.read_only))
+        return
+    if _is_public():
         return
     if g.get("quarry_csrf_refused"):
         raise Forbidden(f"A change signed in by the session cookie must carry the header "
                         f"{CSRF_HEADER}: 1 (the console sends it); programs sign in with "
                         f"Authorization: Bearer or X-Api-Key", title="Cross-site request refused")
     raise Unauthorized("Authorization is required to complete the request")
+
+
+def _guard_probe() -> None:
+    if client_allowed(request.remote_addr, current_app.config["METRICS_ALLOW"]):
+        return
+    principal = current_principal() if current_app.config["AUTH_REQUIRED"] else None
+    if principal is not None and principal.role == "admin":
+        return
+    raise Forbidden(f"{request.path} is open to the addresses of QUARRY_METRICS_ALLOW and to "
+                    "signed-in admins", title="Not an allowed address")
+
+
+def client_allowed(address: str | None, allow: str) -> bool:
+    """Whether ``address`` (as ProxyFix reports the client) is in the comma-separated list of
+    addresses and networks ``allow``."""
+    if not address:
+        return False
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    for item in (a.strip() for a in allow.split(",")):
+        if not item:
+            continue
+        try:
+            if ip in ipaddress.ip_network(item, strict=False):
+                return True
+        except ValueError:
+            continue  # a bad entry is skipped, not a reason to open everything
+    return False

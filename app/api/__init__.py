@@ -6,6 +6,7 @@ from flask import Flask
 from flask_smorest import Api
 
 from . import (
+    access,
     agents,
     auth,
     console,
@@ -27,6 +28,8 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(agents.blp)
     api.register_blueprint(models.blp)
     api.register_blueprint(sql.blp)
+    api.register_blueprint(access.blp)
+    api.register_blueprint(status.metrics_blp)
     api.register_blueprint(unsupported.blp)
     api.register_blueprint(databases.blp)
     api.register_blueprint(console.blp)

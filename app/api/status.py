@@ -1,15 +1,19 @@
 """Service status: /api/status and the liveness probe /api/util/ping (both open, also when
 sign-in is required)."""
 
-from flask import current_app
+from flask import Response, current_app
 from marshmallow import Schema, fields
 
-from ..security import auth_status, public
+from ..errors import StoreUnavailable
+from ..security import auth_status, operators_only, public
+from ..services.startup import store_ready
 from ..sql.roles import role_state
 from ..sql.sources import current_sources
+from ..telemetry import current_metrics
 from .base import Blueprint
 
 blp = Blueprint("status", __name__, url_prefix="/api", description="Service status")
+metrics_blp = Blueprint("metrics", __name__, url_prefix="", description="Prometheus metrics")
 
 
 class AuthStatus(Schema):
@@ -64,3 +68,27 @@ def ping():
     """Liveness probe: open without sign-in, and it says nothing but that the process
     answers (no version, no counts, no store access)."""
     return {"status": "ok"}
+
+
+class ReadinessOut(Schema):
+    status = fields.String(metadata={"example": "ok"})
+    store = fields.String(metadata={"example": "ok"})
+
+
+@blp.route("/util/readiness", methods=["GET"])
+@blp.response(200, ReadinessOut)
+@operators_only
+def readiness():
+    """Readiness probe: the metadata store answers (503 when it does not)."""
+    if not store_ready():
+        raise StoreUnavailable("The metadata store does not answer")
+    return {"status": "ok", "store": "ok"}
+
+
+@metrics_blp.route("/metrics", methods=["GET"])
+@metrics_blp.response(200, {"type": "string"}, content_type="text/plain")
+@operators_only
+def get_metrics():
+    """Prometheus metrics of every worker (text exposition format)."""
+    body, content_type = current_metrics().render()
+    return Response(body, content_type=content_type)

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from flask import current_app
 
 from ..rules.names import DEFAULT_PROJECT
-from ..sql.errors import SqlError
+from ..services import access, audit
+from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
 from ..sql.gate import check_count_params, gate
 from ..sql.running import Statement
 from ..sql.sources import current_sources
 from ..sql.stream import TableStream, open_stream
+from ..telemetry import current_metrics
 from .router import service_statement
 
 __all__ = ["execute_sql", "error_body"]
@@ -30,14 +33,31 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
     closes it). ``statement`` lets another thread cancel the data statement while it runs.
     """
     db = context_db or DEFAULT_PROJECT
+    started = time.perf_counter()
+    reached: list[str] = []  # the data source the statement ran on, once known
     try:
         answer = _service_statement(query, db, params)
-        if answer is not None:
-            return answer
-        return _data_statement(query, db, params, timeout_s, statement, stream)
+        if answer is None:
+            answer = _data_statement(query, db, params, timeout_s, statement, stream, reached)
     except SqlError as exc:
         log.info("sql error %s: %s", exc.code, exc.message)
-        return error_body(exc, db)
+        answer = error_body(exc, db)
+    source = reached[0] if reached else None
+    if isinstance(answer, TableStream):  # recorded as it opens; its rows go out later
+        _account(query, {"type": "table"}, source, time.perf_counter() - started)
+        return answer
+    _account(query, answer, source, time.perf_counter() - started)
+    return answer
+
+
+def _account(query: str, answer: dict[str, Any], source: str | None, seconds: float) -> None:
+    """The statement's audit record and metrics: who ran what, where, how it ended."""
+    failed = answer.get("type") == "error"
+    rows = len(answer["data"]) if isinstance(answer.get("data"), list) else None
+    outcome = "error" if failed else "ok"
+    code = str(answer["error_code"]) if failed else None
+    current_metrics().sql_statement(source or "", outcome, seconds, rows or 0)
+    audit.record_statement(query, source, rows, seconds * 1000.0, outcome, code)
 
 
 def _service_statement(query: str, db: str, params: dict[str, Any] | None
@@ -52,9 +72,16 @@ def _service_statement(query: str, db: str, params: dict[str, Any] | None
 
 def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None, statement: Statement | None,
-                    stream: bool) -> dict[str, Any] | TableStream:
+                    stream: bool, reached: list[str]) -> dict[str, Any] | TableStream:
     registry = current_sources()
     gated = gate(query, registry, db)
+    if gated.source is not None:
+        reached.append(gated.source.name)
+    if gated.source is not None and not access.may_query(gated.source.name):
+        raise SqlError(ErrorCode.ACCESS_DENIED,
+                       f"You may not query data source '{gated.source.name}': it is not public "
+                       "and you hold no grant on it (an admin can run GRANT query ON DATABASE "
+                       f"{gated.source.name} TO <you>)")
     check_count_params(gated, params)
     target = gated.source or registry.constants
     if statement is not None:

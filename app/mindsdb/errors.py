@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from marshmallow import ValidationError
 
-from ..errors import BadRequest, Conflict, NotFound, QuarryError, summarise
+from ..errors import BadRequest, Conflict, Forbidden, NotFound, QuarryError, summarise
 from ..sql.errors import ErrorCode, SqlError
 
 Labels = dict[type[QuarryError], str]
@@ -54,6 +54,8 @@ def _to_sql_error(exc: QuarryError, labels: Labels) -> SqlError:
         code = ErrorCode.NOT_FOUND
     elif isinstance(exc, Conflict):
         code = ErrorCode.CONFLICT
+    elif isinstance(exc, Forbidden):
+        code = ErrorCode.ACCESS_DENIED
     elif isinstance(exc, BadRequest):
         code = ErrorCode.INVALID_STATEMENT
     else:

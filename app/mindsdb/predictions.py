@@ -19,6 +19,7 @@ from mindsdb_sql_parser.ast import (
 )
 
 from ..errors import ModelNotFound
+from ..services import access
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import fetch_rows
@@ -129,6 +130,8 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
         statement.offset = None  # applied by the data source
     registry = ctx.registry
     data_source = registry.require(source)
+    with service_errors():
+        access.require_source(data_source.name)  # the JOIN reads the source as its caller
     columns, rows = fetch_rows(data_source.name, outer.to_string(),
                                max_rows=data_source.max_rows, registry=registry)
     inputs = [dict(zip(columns, row, strict=True)) for row in rows]

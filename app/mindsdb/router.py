@@ -26,11 +26,11 @@ from mindsdb_sql_parser.ast.mindsdb import (
 )
 
 from ..errors import ModelNotFound, ProjectNotFound
-from ..rules.names import PROJECT_TABLES, SYSTEM_DATABASE
+from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.sources import SourceRegistry
-from . import databases, predictions, statements, tables, unsupported
+from . import databases, grants, predictions, statements, tables, unsupported
 from .context import Context
 from .parser import mindsdb_leading_tokens, parse_mindsdb, parse_sql
 
@@ -54,11 +54,14 @@ _HANDLERS = {
 def service_statement(query: str, db: str, params: dict[str, Any] | None,
                       registry: SourceRegistry) -> dict[str, Any] | None:
     """The answer to a statement about the service's objects, or None for the data path."""
+    ctx = Context(db=db, registry=registry, params=params)
+    answer = grants.grant_statement(query, ctx)
+    if answer is not None:
+        return answer
     statement = _parse(query)
     if statement is None:
         return None
     unsupported.refuse_statement(statement)
-    ctx = Context(db=db, registry=registry, params=params)
     handler = _HANDLERS.get(type(statement))
     if handler is not None:
         return handler(statement, ctx)
@@ -103,6 +106,8 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if len(parts) == 2 and parts[0].lower() == SYSTEM_DATABASE \
             or len(parts) == 1 and ctx.db.lower() == SYSTEM_DATABASE:
         return _info_schema(statement, parts[-1], alias, ctx)
+    if len(parts) == 2 and [p.lower() for p in parts] == list(AUDIT_TABLE):
+        return statements.select_table(statement, tables.audit_table(alias), ctx)
     found = _project_object(parts, ctx)
     if found is None:
         return None

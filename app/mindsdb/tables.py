@@ -14,6 +14,7 @@ from flask import current_app
 
 from ..rules.names import SYSTEM_DATABASE
 from ..rules.secrets import mask
+from ..services import access, audit
 from ..services import agents as agent_service
 from ..services import databases as database_service
 from ..services import models as model_service
@@ -21,6 +22,7 @@ from ..services import projects as project_service
 from ..services import skills as skill_service
 from ..sql.sources import SourceRegistry
 from ..store import MLModel
+from .errors import service_errors
 from .relation import Relation
 
 INFO_TABLES = ("databases", "models", "skills", "agents")
@@ -108,7 +110,7 @@ def databases_table(registry: SourceRegistry) -> Relation:
     rows: list[tuple[Any, ...]] = [(SYSTEM_DATABASE, "system", None, None)]
     rows += [(name, "project", None, None) for name in project_names()]
     rows += [(name, "data", engine, _json(connection_data(registry, name)))
-             for name, engine in registry.describe()]
+             for name, engine in registry.describe() if access.may_query(name)]
     return Relation.of(DATABASE_COLUMNS, rows, "databases")
 
 
@@ -123,3 +125,14 @@ def info_schema_table(table: str, registry: SourceRegistry) -> Relation:
 def project_table(project: str, table: str, qualifier: str | None = None) -> Relation:
     builders = {"models": models_table, "skills": skills_table, "agents": agents_table}
     return builders[table.lower()]([project], qualifier or table.lower())
+
+
+def audit_table(alias: str | None = None) -> Relation:
+    """quarry.audit: the newest records (at most SQL_MAX_ROWS), for admins only."""
+    with service_errors():
+        access.require_admin("read the audit log")
+    limit = current_app.config["SQL_MAX_ROWS"]
+    rows = [tuple(_json(v) if c in ("before", "after") and v is not None else v
+                  for c, v in zip(audit.COLUMNS, row, strict=True))
+            for row in audit.rows_for_sql(limit)]
+    return Relation.of([c.upper() for c in audit.COLUMNS], rows, alias or "audit")

@@ -14,6 +14,8 @@ DEFAULT_PROJECT = "mindsdb"
 SYSTEM_DATABASE = "information_schema"
 # The tables every project has in SQL (p.models …); its models are tables beside them.
 PROJECT_TABLES = ("models", "skills", "agents")
+# The audit log as SQL reads it (admins): SELECT … FROM quarry.audit.
+AUDIT_TABLE = ("quarry", "audit")
 
 
 def name_error(name: object) -> str | None:

@@ -12,6 +12,7 @@ from ..rules.names import lookup_key, name_key, validate_name
 from ..rules.secrets import keep_masked, merge
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
+from . import audit
 from .common import commit, delete_or_gone, retried_on_race
 from .lookup import find_in_project, taken_or_gone, view_by_ref
 from .projects import get_project
@@ -101,7 +102,7 @@ def _replace(project: Project, agent: Agent, specs: list[tuple[str, dict | None]
 
 
 def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
-    project = get_project(project_name)
+    project = get_project(project_name, "write")
     name = validate_name("agent", data["name"])
     agent = Agent(project_id=project.id, name=name, name_key=name_key(name),
                   params=data.get("params") or {},
@@ -110,14 +111,17 @@ def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     with db.session.no_autoflush:
         _attach(project, agent, _skill_specs(data.get("skills") or []))
     db.session.add(agent)
+    audit.record_change("agent", "create", f"{project.name}.{name}", None,
+                        {"model_name": agent.model_name, "params": agent.params})
     commit(taken_or_gone(project, _taken(name, project.name)))
     return _view(project, agent)
 
 
 @retried_on_race
 def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str, Any]:
-    project = get_project(project_name)
+    project = get_project(project_name, "write")
     agent = find_agent(project, ref)
+    before = {"name": agent.name, "model_name": agent.model_name, "params": agent.params}
     with db.session.no_autoflush:
         if data.get("name") is not None:
             agent.name = validate_name("agent", data["name"])
@@ -144,12 +148,17 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
             link.position = position
         # Changes to the skill links alone do not touch the agents row: say it changed.
         agent.updated_at = utcnow()
+    audit.record_change("agent", "update", f"{project.name}.{agent.name}", before,
+                        {"name": agent.name, "model_name": agent.model_name,
+                         "params": agent.params})
     commit(_taken(agent.name, project.name))
     return _view(project, agent)
 
 
 def delete_agent(project_name: str, ref: str) -> None:
-    project = get_project(project_name)
+    project = get_project(project_name, "write")
     agent = find_agent(project, ref)
+    audit.record_change("agent", "delete", f"{project.name}.{agent.name}",
+                        {"model_name": agent.model_name, "params": agent.params}, None)
     delete_or_gone(db.delete(Agent).where(Agent.id == agent.id),
                    lambda: AgentNotFound(ref, project.name))

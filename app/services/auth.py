@@ -24,8 +24,11 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..errors import BadRequest, Conflict, NotFound, TooManyRequests, Unauthorized
 from ..extensions import db
+from ..store import Project
 from ..store.auth import ApiToken, LoginFailure, User, UserSession
 from ..store.types import utcnow
+from ..telemetry import current_metrics
+from . import audit
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,9 @@ class Principal:
     user_name: str
     kind: str  # "session" or "token"
     credential_id: int
+    role: str = "member"              # the user's role, read with the credential
+    project_key: str | None = None    # a token narrowed to one project
+    read_only: bool = False           # a token narrowed to reading
 
 
 @dataclass(frozen=True)
@@ -109,13 +115,16 @@ def list_users() -> list[User]:
     return list(db.session.scalars(select(User).order_by(User.name_key)))
 
 
-def create_user(name: str, password: str) -> User:
+def create_user(name: str, password: str, *, admin: bool = False) -> User:
     if not USER_NAME.fullmatch(name):
         raise BadRequest(f"'{name}' is not a valid user name: 1-63 letters, digits or _ . @ -, "
                          "not starting with . @ or -", title="Invalid user name")
     _check_password(password)
-    user = User(name=name, name_key=_user_key(name), password_hash=generate_password_hash(password))
+    role = "admin" if admin else "member"
+    user = User(name=name, name_key=_user_key(name), role=role,
+                password_hash=generate_password_hash(password))
     db.session.add(user)
+    audit.record_change("user", "create", name, None, {"name": name, "role": role})
     try:
         db.session.commit()
     except IntegrityError:
@@ -126,7 +135,10 @@ def create_user(name: str, password: str) -> User:
 
 def delete_user(name: str) -> None:
     """Delete a user; its sessions and tokens go with it (ON DELETE CASCADE)."""
-    db.session.delete(get_user(name))
+    user = get_user(name)
+    audit.record_change("user", "delete", user.name, {"name": user.name, "role": user.role},
+                        None)
+    db.session.delete(user)
     db.session.commit()
 
 
@@ -137,21 +149,33 @@ def set_password(name: str, password: str) -> None:
     user.password_hash = generate_password_hash(password)
     for session in user.sessions:
         session.revoked = True
+    audit.record_change("user", "update", user.name, {"password": "********"},
+                        {"password": "********"})
     db.session.commit()
 
 
 # ------------------------------------------------------------------------ api tokens
 
 
-def create_token(user_name: str, label: str) -> tuple[ApiToken, str]:
-    """A new API token for a user; the clear token is returned here and nowhere else."""
+def create_token(user_name: str, label: str, *, project: str | None = None,
+                 read_only: bool = False) -> tuple[ApiToken, str]:
+    """A new API token for a user, optionally narrowed to one project and to reading; the
+    clear token is returned here and nowhere else."""
     label = label.strip()
     if not label or len(label) > 255:
         raise BadRequest("A token label must be 1-255 characters", title="Invalid label")
     user = get_user(user_name)
+    project_key = None
+    if project is not None:
+        project_key = project.strip().lower()
+        if db.session.scalar(select(Project.id).where(Project.name_key == project_key)) is None:
+            raise NotFound(f"Project '{project}' does not exist", title="Project not found")
     token, selector, token_hash = _new_token(API_TOKEN_PREFIX)
-    row = ApiToken(user=user, label=label, selector=selector, token_hash=token_hash)
+    row = ApiToken(user=user, label=label, selector=selector, token_hash=token_hash,
+                   project_key=project_key, read_only=read_only)
     db.session.add(row)
+    audit.record_change("token", "create", f"{user.name}: {label}", None,
+                        {"label": label, "project": project_key, "read_only": read_only})
     db.session.commit()
     return row, token
 
@@ -168,6 +192,8 @@ def revoke_token(token_id: int) -> ApiToken:
     if row is None:
         raise NotFound(f"Token {token_id} does not exist", title="Token not found")
     row.revoked = True
+    audit.record_change("token", "revoke", f"{row.user.name}: {row.label}",
+                        {"revoked": False}, {"revoked": True})
     db.session.commit()
     return row
 
@@ -265,6 +291,7 @@ def sign_in(username: str, password: str, client_addr: str | None) -> Grant:
         db.session.commit()
         log.info("sign-in failed (%s) from %s",
                  "wrong password" if user is not None else "unknown user", client_addr)
+        current_metrics().sign_in_failures.inc()
         raise Unauthorized("Invalid username or password", title="Unauthorized")
 
     token, selector, token_hash = _new_token(SESSION_PREFIX)
@@ -303,7 +330,8 @@ def authenticate(token: str) -> Principal | None:
             return None
         if session.revoked or session.expires_at <= now:
             return None
-        return Principal(session.user_id, session.user.name, "session", session.id)
+        return Principal(session.user_id, session.user.name, "session", session.id,
+                         session.user.role)
     if (parts := _split(token, API_TOKEN_PREFIX)) is not None:
         row = db.session.scalar(select(ApiToken).where(ApiToken.selector == parts[0]))
         if row is None or not _matches(row.token_hash, parts[1]) or row.revoked:
@@ -311,5 +339,6 @@ def authenticate(token: str) -> Principal | None:
         if row.last_used_at is None or now - row.last_used_at > _LAST_USED_EVERY:
             row.last_used_at = now
             db.session.commit()
-        return Principal(row.user_id, row.user.name, "token", row.id)
+        return Principal(row.user_id, row.user.name, "token", row.id, row.user.role,
+                         row.project_key, row.read_only)
     return None

@@ -31,6 +31,7 @@ from ..errors import (
     DatabaseNotFound,
     NameReserved,
     NameTaken,
+    ProjectNotFound,
 )
 from ..extensions import db
 from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE, name_key, validate_database_name
@@ -50,6 +51,7 @@ from ..sql.runtime import (
 )
 from ..sql.sources import DataSource, SourceRegistry, current_sources
 from ..store import DataSourceRecord, MLModel, Project, Skill
+from . import access, audit
 from .common import commit
 from .credentials import InvalidToken, Keyring, current_keyring, init_keyring
 
@@ -357,7 +359,10 @@ def list_databases() -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = [
         {"name": n, "type": "system", "id": None, "engine": None, "visible": True,
          "deletable": False} for n in SYSTEM_DATABASES]
-    for project in db.session.scalars(select(Project).order_by(Project.id)):
+    projects = select(Project).order_by(Project.id)
+    if (visible := access.visible_project_filter()) is not None:
+        projects = projects.where(visible)  # only the projects the caller is a member of
+    for project in db.session.scalars(projects):
         result.append({"name": project.name, "type": "project", "id": project.id,
                        "engine": None, "visible": True,
                        "deletable": project.name_key != DEFAULT_PROJECT})
@@ -365,7 +370,7 @@ def list_databases() -> list[dict[str, Any]]:
     stored = {r.name_key: r for r in db.session.scalars(select(DataSourceRecord))}
     names = sorted({*(n for n in registry.names() if registry.is_configured(n)),
                     *(r.name for r in stored.values())}, key=str.lower)
-    for name in names:
+    for name in filter(access.may_query, names):  # only the sources the caller may query
         configured = registry.is_configured(name)
         view = _configured_view(name) if configured else _stored_view(stored[name_key(name)])
         view.update(visible=True, deletable=not configured)
@@ -375,13 +380,20 @@ def list_databases() -> list[dict[str, Any]]:
 
 def get_database(name: str, *, check: bool = False) -> dict[str, Any]:
     """One database: a data source (configured or stored) or a project; with ``check``,
-    its ``connection_status`` as MindsDB reports it."""
+    its ``connection_status`` as MindsDB reports it. A source the caller may not query and a
+    project it is no member of are not found, as in the listing."""
+    if is_data_source(name) and not access.may_query(name):
+        raise DatabaseNotFound(name)
     if current_sources().is_configured(name):
         view = _configured_view(name)
     elif (record := _record(name)) is not None:
         view = _stored_view(record)
     elif (project := db.session.scalar(select(Project)
                                        .where(Project.name_key == name_key(name)))) is not None:
+        try:
+            access.require_project(project, "read")
+        except ProjectNotFound:
+            raise DatabaseNotFound(name) from None
         view = {"name": project.name, "type": "project", "id": project.id, "engine": None}
     else:
         raise DatabaseNotFound(name)
@@ -412,6 +424,8 @@ def require_data_source(name: str) -> None:
 def list_tables(name: str) -> list[dict[str, Any]]:
     """The tables and views of a data source, as MindsDB lists them ({name, type})."""
     require_data_source(name)
+    if not access.may_query(name):
+        raise DatabaseNotFound(name)  # as GET /api/databases/<name>: not shown, not found
     registry = current_sources()
     source = registry.require(name)
     try:
@@ -428,7 +442,9 @@ def list_tables(name: str) -> list[dict[str, Any]]:
 
 def create_database(name: Any, engine: Any, params: Any, *, check: bool = False
                     ) -> dict[str, Any]:
-    """Store a new data source; 409 when the name is taken, ConnectionFailed when checked."""
+    """Store a new data source (admins); 409 when the name is taken, ConnectionFailed when
+    checked."""
+    access.require_admin("create data sources")
     name = _check_name(name)
     if _record(name) is not None:
         # Before the parameters are read: CREATE DATABASE IF NOT EXISTS accepts this one.
@@ -443,6 +459,8 @@ def create_database(name: Any, engine: Any, params: Any, *, check: bool = False
     record = DataSourceRecord(name=name, name_key=name_key(name), engine=engine,
                               parameters=plain, secrets=token)
     db.session.add(record)
+    audit.record_change("database", "create", name, None,
+                        {"engine": engine, "parameters": _shown(plain, token)})
     commit(lambda: NameTaken("Database", name))
     _changed()
     log.info("database %s created (engine %s)", name, engine)  # never the parameters
@@ -452,7 +470,8 @@ def create_database(name: Any, engine: Any, params: Any, *, check: bool = False
 def update_database(name: str, engine: Any, params: Any, *, check: bool = False
                     ) -> tuple[dict[str, Any], bool]:
     """Replace a stored source's parameters (a secret sent back as the mask keeps its value),
-    or create it when there is none: (view, created)."""
+    or create it when there is none: (view, created). Admins only."""
+    access.require_admin("change data sources")
     if current_sources().is_configured(name):
         raise Conflict(f"'{name}' is a configured data source (QUARRY_DATA_SOURCES): it "
                        "cannot be changed over the API", title="Configured data source")
@@ -481,7 +500,11 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     if check:
         check_connection(engine, values)
     plain, secret = _split(engine, values)
+    before = {"engine": record.engine, "parameters": _shown(record.parameters or {},
+                                                            record.secrets)}
     record.engine, record.parameters, record.secrets = engine, plain, _encrypt(secret)
+    audit.record_change("database", "update", record.name, before,
+                        {"engine": engine, "parameters": _shown(plain, record.secrets)})
     try:
         commit(lambda: ConcurrentUpdate(f"Database '{name}' changed meanwhile; try again"))
     except StaleDataError:
@@ -516,7 +539,8 @@ def references(name: str) -> dict[str, list[str]]:
 
 
 def delete_database(name: str, *, cascade: bool = False) -> None:
-    """Drop a stored source; its users (models, skills) first, only with cascade."""
+    """Drop a stored source (admins); its users (models, skills) first, only with cascade."""
+    access.require_admin("drop data sources")
     if current_sources().is_configured(name):
         raise Conflict(f"'{name}' is a configured data source (QUARRY_DATA_SOURCES): it "
                        "cannot be dropped over the API", title="Configured data source")
@@ -534,6 +558,8 @@ def delete_database(name: str, *, cascade: bool = False) -> None:
                        "or pass cascade=true", title="Database in use", references=used)
     if used:
         _delete_users(record.name)
+    audit.record_change("database", "delete", record.name,
+                        {"engine": record.engine, "references": used or None}, None)
     deleted = db.session.execute(db.delete(DataSourceRecord)
                                  .where(DataSourceRecord.id == record.id)).rowcount
     db.session.commit()
@@ -558,6 +584,8 @@ def _delete_users(name: str) -> None:
 
 def check_parameters(engine: Any, params: Any) -> dict[str, Any]:
     """Test parameters without storing anything: MindsDB's {"status": …} answer."""
+    # It opens a connection to any host named: an admin's tool, like creating a source.
+    access.require_admin("check data-source parameters")
     values = _check_parameters(_engine(engine), params if params is not None else {})
     try:
         check_connection(engine_name(engine), values)

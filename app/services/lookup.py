@@ -9,6 +9,7 @@ from ..errors import ObjectNotFound, ProjectNotFound, QuarryError
 from ..extensions import db
 from ..rules.names import is_id, lookup_key, ref_value
 from ..store import Project
+from . import access
 from .projects import get_project
 
 
@@ -49,8 +50,11 @@ def view_by_ref(views: Callable[[Select], list[dict[str, Any]]], query: Select, 
                 missing: type[ObjectNotFound], project_name: str, ref: str) -> dict[str, Any]:
     """One view by name or ID, the project matched in the same statement.
 
-    Only when nothing matches is the project looked up, to say which of the two is missing.
+    Only when nothing matches is the project looked up, to say which of the two is missing
+    — or first, when access is checked: a project the caller may not see is not found.
     """
+    if access.current_actor() is not None:
+        get_project(project_name)
     found = views(where_ref(query.join(Project, Project.id == entity.project_id)
                             .where(Project.name_key == lookup_key(project_name)), entity, ref))
     if not found:

@@ -17,6 +17,7 @@ from ..errors import BadRequest, ModelNotFound, ModelNotReady
 from ..extensions import db
 from ..rules.names import id_value, is_id, lookup_key, name_key
 from ..store import MLModel
+from . import audit
 from .projects import get_project
 from .trainer import PENDING, recover_orphans
 
@@ -64,8 +65,12 @@ def find_model(project_id: int, name: str, version: int | None, *options: Any) -
 
 def delete_model(project: str, ref: str) -> None:
     """Delete the model (every version, or the one ``name.N`` names) and its artifact."""
+    get_project(project, "write")
     model = get_model(project, ref)
     _, version = split_ref(ref)
+    audit.record_change("model", "delete", f"{project}.{ref}",
+                        {"name": model.name, "version": model.version,
+                         "data_source": model.data_source}, None)
     if version is None:
         ids = delete_versions(model.project_id, model.name)
     else:

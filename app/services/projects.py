@@ -1,25 +1,33 @@
 """Projects: the namespaces that hold models, skills and agents."""
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from ..errors import BadRequest, NameReserved, NameTaken, ProjectNotEmpty, ProjectNotFound
 from ..extensions import db
 from ..rules.names import DEFAULT_PROJECT, lookup_key, name_key, validate_database_name
 from ..sql.sources import current_sources
 from ..store import Agent, MLModel, Project, Skill
+from . import access, audit
 from . import databases as database_service
 from .common import commit, delete_or_gone
 
 
 def list_projects() -> list[Project]:
-    return list(db.session.scalars(select(Project).order_by(Project.id)))
+    """The projects the caller may see (all of them when access checks are off)."""
+    query = select(Project).order_by(Project.id)
+    if (visible := access.visible_project_filter()) is not None:
+        query = query.where(visible)
+    return list(db.session.scalars(query))
 
 
-def get_project(name: str) -> Project:
+def get_project(name: str, need: str = "read") -> Project:
+    """The project, when the caller may ``need`` it ("read", "write", "own"); a project it
+    may not see is not found (404), one it may not change is Forbidden (403)."""
     project = db.session.scalar(select(Project).where(Project.name_key == lookup_key(name)))
     if project is None:
         raise ProjectNotFound(name)
-    return project
+    return access.require_project(project, need)
 
 
 def check_free_database_name(name: str) -> None:
@@ -37,9 +45,17 @@ def check_free_database_name(name: str) -> None:
 
 def create_project(name: str) -> Project:
     validate_database_name("project", name)  # information_schema is not a name (400)
+    access.require_create_project()
     check_free_database_name(name)
     project = Project(name=name, name_key=name_key(name))
     db.session.add(project)
+    try:
+        db.session.flush()  # the id, for the creator's membership in the same transaction
+    except IntegrityError:
+        db.session.rollback()
+        raise NameTaken("Project", name) from None
+    access.add_creator(project)
+    audit.record_change("project", "create", project.name, None, {"name": project.name})
     commit(lambda: NameTaken("Project", name))
     return project
 
@@ -59,7 +75,7 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
     if name_key(name) == DEFAULT_PROJECT:
         raise BadRequest(f"The default project '{DEFAULT_PROJECT}' cannot be deleted",
                          title="Project cannot be deleted")
-    project = get_project(name)
+    project = get_project(name, "own")
     contents = project_contents(project)
     if contents and not cascade:
         listing = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in contents.items())
@@ -67,6 +83,8 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
                               "first or pass cascade=true", contents=contents)
     # The foreign keys cascade in the database; the ORM objects of the contents are not
     # loaded, so one DELETE removes the project and everything in it.
+    audit.record_change("project", "delete", project.name, {"name": project.name,
+                                                            **contents}, None)
     delete_or_gone(db.delete(Project).where(Project.id == project.id),
                    lambda: ProjectNotFound(name))
 

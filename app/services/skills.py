@@ -11,6 +11,7 @@ from ..rules.names import is_id, lookup_key, name_key, ref_value, validate_name
 from ..rules.secrets import mask_json_text, merge
 from ..sql.sources import data_source_names
 from ..store import Agent, AgentSkill, Project, Skill
+from . import access, audit
 from .common import Raced, commit, delete_or_gone, retried_on_race
 from .lookup import find_in_project, taken_or_gone
 from .projects import get_project
@@ -57,6 +58,8 @@ def find_skill(project: Project, ref: str) -> Skill:
 
 def get_skill(project_name: str, ref: str) -> dict[str, Any]:
     """One skill by name or ID, as a view: one statement, built once (the hottest read)."""
+    if access.current_actor() is not None:
+        get_project(project_name)  # a project the caller may not see: 404 before anything
     statement, params = _skill_by_ref(project_name, ref)
     views = views_of_skills(statement, params)
     if not views:
@@ -106,14 +109,23 @@ def _check_params(skill_type: str, params: dict[str, Any]) -> None:
                          errors={"params": errors})
 
 
+def _check_source(params: dict[str, Any]) -> None:
+    # A skill must not become a way to a data source its author may not query.
+    if isinstance(params.get("database"), str):
+        access.require_source(params["database"])
+
+
 def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
-    project = get_project(project_name)
+    project = get_project(project_name, "write")
     name = validate_name("skill", data["name"])
     params = data.get("params") or {}
     _check_params(data["type"], params)
+    _check_source(params)
     skill = Skill(project_id=project.id, name=name, name_key=name_key(name),
                   type=data["type"], params=params)
     db.session.add(skill)
+    audit.record_change("skill", "create", f"{project.name}.{name}", None,
+                        {"type": data["type"], "params": params})
     commit(taken_or_gone(project, _taken(name, project.name)))
     return _view(project, skill)
 
@@ -125,7 +137,7 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
 
     Returns the skill and whether it was created (201) rather than updated (200).
     """
-    project = get_project(project_name)
+    project = get_project(project_name, "write")
     try:
         skill = find_skill(project, ref)
     except SkillNotFound:
@@ -141,6 +153,7 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
             return create_skill(project_name, {**data, "name": ref}), True
         except NameTaken:
             raise Raced from None  # created meanwhile by another PUT: update that one
+    before = {"name": skill.name, "type": skill.type, "params": skill.params}
     if data.get("name") is not None:
         skill.name = validate_name("skill", data["name"])
         skill.name_key = name_key(skill.name)
@@ -149,13 +162,18 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
     if data.get("params") is not None:
         skill.params = merge(skill.params, data["params"])
     _check_params(skill.type, skill.params)
+    _check_source(skill.params)
+    audit.record_change("skill", "update", f"{project.name}.{skill.name}", before,
+                        {"name": skill.name, "type": skill.type, "params": skill.params})
     commit(_taken(skill.name, project.name))
     return _view(project, skill), False
 
 
 def delete_skill(project_name: str, ref: str) -> None:
-    project = get_project(project_name)
+    project = get_project(project_name, "write")
     skill = find_skill(project, ref)
+    audit.record_change("skill", "delete", f"{project.name}.{skill.name}",
+                        {"type": skill.type, "params": skill.params}, None)
     # The agent links go with it (ON DELETE CASCADE): every agent that used it leaves it.
     delete_or_gone(db.delete(Skill).where(Skill.id == skill.id),
                    lambda: SkillNotFound(ref, project.name))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask
+from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..extensions import db
@@ -36,3 +37,14 @@ def check_store(app: Flask) -> None:
         log.warning("project(s) %s have the name of a data source: SQL statements reach the "
                     "data source; rename the data source in QUARRY_DATA_SOURCES",
                     ", ".join(shadowed))
+
+
+def store_ready() -> bool:
+    """Whether the metadata store answers a query now (the readiness probe)."""
+    try:
+        db.session.execute(text("SELECT 1"))
+        return True
+    except SQLAlchemyError:
+        db.session.rollback()
+        log.warning("readiness: the metadata store does not answer", exc_info=True)
+        return False

@@ -27,6 +27,8 @@ from ..sql.gate import gate
 from ..sql.sources import SourceRegistry, current_sources
 from ..store import MLModel
 from ..store.types import utcnow
+from ..telemetry import current_metrics
+from . import access, audit
 from .common import Raced, commit, retried_on_race
 from .lookup import taken_or_gone
 from .models import delete_versions, find_model
@@ -92,11 +94,13 @@ def check_model_name(project: str, name: str) -> None:
 def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
     """The new model's record, committed, and True; or the existing one and False when the
     statement says ``IF NOT EXISTS`` and the name is taken."""
-    project = get_project(spec.project)
+    project = get_project(spec.project, "write")
     name = validate_name("model", spec.name)
     check_model_name(project.name, name)
     options = {"target": spec.target, "using": training_options(spec.using)}
     source = _source_name(spec)
+    # The training query runs later, in the background, without the caller: check now.
+    access.require_source(source)
     if spec.replace:
         delete_versions(project.id, name)
     elif spec.if_not_exists:
@@ -111,6 +115,9 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
                     trainer=current_app.extensions["quarry.trainer"].ident,
                     heartbeat_at=utcnow())
     db.session.add(model)
+    audit.record_change("model", "create", f"{project.name}.{name}", None,
+                        {"predict": spec.target, "data_source": source, "query": spec.query,
+                         "using": options["using"]})
     project_name = project.name
     try:
         # The insert is also refused when the project was deleted meanwhile: then 404.
@@ -169,14 +176,24 @@ def _train(model_id: int, trainer: str) -> None:
         return  # deleted, or already given up on, while it waited in the queue
     _set(model_id, trainer, status="training", heartbeat_at=utcnow())
     started = time.perf_counter()
+    metrics = current_metrics()
+    metrics.trainings_running.inc()
     try:
         result = _fit(model)
     except ml.TrainingError as exc:
+        metrics.trainings_done.labels("failed").inc()
         _fail(model_id, trainer, exc.message)
         return
     except SqlError as exc:
+        metrics.trainings_done.labels("failed").inc()
         _fail(model_id, trainer, f"Reading the training data failed: {exc.message}")
         return
+    except BaseException:
+        metrics.trainings_done.labels("failed").inc()
+        raise
+    finally:
+        metrics.trainings_running.dec()
+    metrics.trainings_done.labels("finished").inc()
     _set(model_id, trainer, status="complete", accuracy=result.accuracy, error=None,
          description=result.description, artifact=result.artifact,
          training_time=round(time.perf_counter() - started, 3), trainer=None,

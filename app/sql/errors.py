@@ -31,6 +31,8 @@ class ErrorCode(IntEnum):
     SERVICE_FAILED = 20      # any other error of the service (e.g. the store is down)
     OUT_OF_RANGE = 21        # a number too large for the database (LIMIT 1e25, bigint overflow)
     CANCELLED = 22           # stopped by DELETE /api/sql/queries/<id> or query_cancel(<id>)
+    # 23: kept for a later code.
+    ACCESS_DENIED = 24       # the caller holds no grant for this (role, project or data source)
 
 
 class SqlError(Exception):

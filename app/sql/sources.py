@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from flask import Flask, current_app
+from flask import Flask, current_app, has_app_context
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
 from ..lru import LruCache
 from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE
+from ..telemetry import EXTENSION_KEY as METRICS_KEY
+from ..telemetry import current_metrics
 from .demo import ensure_demo
 from .errors import ErrorCode, SqlError
 from .functions import FunctionPolicy, policy_for
@@ -92,6 +94,8 @@ class DataSource:
     engine_name: str = ""          # what SHOW DATABASES calls the engine
     info: dict[str, Any] = field(default_factory=dict)
     functions: FunctionPolicy = field(default=None)  # type: ignore[assignment]
+    # Any signed-in user may query a public source; others need a grant (services/access).
+    public: bool = False
     # Options of the DATA_SOURCES entry (docs/sql.md): functions allowed beyond the
     # built-in allow-list (PostgreSQL), and what a privileged account means (roles.py).
     allow_functions: frozenset[str] = frozenset()
@@ -182,12 +186,24 @@ class SourceRegistry:
             self.runtime.dispose()
 
 
+def _count_pool_use(target: Any, name: str) -> None:
+    """Keep the pool-usage gauge of source ``name`` as connections go out and come back."""
+
+    def change(step: int) -> None:
+        if has_app_context() and METRICS_KEY in current_app.extensions:
+            current_metrics().pool_in_use.labels(name or "(no source)").inc(step)
+
+    event.listen(target, "checkout", lambda *_: change(1))
+    event.listen(target, "checkin", lambda *_: change(-1))
+
+
 def _sqlite_source(name: str, path: str | None, settings: dict[str, Any], timeout_s: float,
                    max_rows: int) -> DataSource:
     limit = settings["SQL_MAX_RESPONSE_BYTES"]
     pool = QueuePool(lambda: open_sqlite_readonly(path, limit), pool_size=settings["SQL_POOL_SIZE"],
                      max_overflow=0, timeout=settings["SQL_POOL_TIMEOUT_S"],
                      reset_on_return=None)
+    _count_pool_use(pool, name)
     return DataSource(name=name, dialect="sqlite", sqlglot_dialect="sqlite",
                       timeout_s=timeout_s, max_rows=max_rows, connect=pool.connect,
                       dispose=pool.dispose, engine_name="sqlite", info={"path": path})
@@ -221,6 +237,7 @@ def _server_source(name: str, url: Any, dialect: str, glot: str, settings: dict[
             if not dbapi_connection.closed:
                 dbapi_connection.execute("DISCARD ALL", prepare=False)
 
+    _count_pool_use(engine, name)
     return DataSource(name=name, dialect=dialect, sqlglot_dialect=glot, timeout_s=timeout_s,
                       max_rows=max_rows, connect=engine.raw_connection, dispose=engine.dispose,
                       engine_name=dialect, info={"url": url.render_as_string()})
@@ -280,15 +297,21 @@ def build_source(name: str, spec: Any, settings: dict[str, Any]) -> DataSource:
     if backend not in _BACKENDS:
         raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}']: unsupported database '{backend}' "
                            f"(supported: sqlite, postgresql, mysql, mariadb)")
+    public = spec.get("public", False)
+    if not isinstance(public, bool):
+        raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}']: public must be true or false")
     dialect, glot, driver = _BACKENDS[backend]
     privileged_role, allow_functions = _source_options(name, spec)
     if dialect == "sqlite":
-        return _sqlite_source(name, url.database, settings, timeout_s, max_rows)
-    url = url.set(drivername=f"{'postgresql' if dialect == 'postgresql' else backend}+{driver}")
-    source = _server_source(name, url, dialect, glot, settings, timeout_s, max_rows)
-    source.engine_name = backend if backend != "postgres" else "postgresql"
-    source.privileged_role = privileged_role
-    source.allow_functions = allow_functions
+        source = _sqlite_source(name, url.database, settings, timeout_s, max_rows)
+    else:
+        url = url.set(drivername=f"{'postgresql' if dialect == 'postgresql' else backend}"
+                                 f"+{driver}")
+        source = _server_source(name, url, dialect, glot, settings, timeout_s, max_rows)
+        source.engine_name = backend if backend != "postgres" else "postgresql"
+        source.privileged_role = privileged_role
+        source.allow_functions = allow_functions
+    source.public = public
     return source
 
 
@@ -324,8 +347,10 @@ def init_sources(app: Flask) -> SourceRegistry:
         registry.add(build_source(name, spec, settings))
     if settings.get("DEMO_SOURCE") and registry.get(DEMO_NAME) is None:
         path = ensure_demo(demo_path(app))
-        registry.add(_sqlite_source(DEMO_NAME, path, settings, settings["SQL_TIMEOUT_S"],
-                                    settings["SQL_MAX_ROWS"]))
+        demo = _sqlite_source(DEMO_NAME, path, settings, settings["SQL_TIMEOUT_S"],
+                              settings["SQL_MAX_ROWS"])
+        demo.public = True  # sample data: every signed-in user may query it
+        registry.add(demo)
     registry.constants = _sqlite_source("", None, settings, settings["SQL_TIMEOUT_S"],
                                         settings["SQL_MAX_ROWS"])
     try:

@@ -1,5 +1,6 @@
 """SQLAlchemy mapped classes: columns, relationships and constraints only."""
 
+from .access import AuditRecord, ProjectMember, SourceGrant
 from .agent import Agent, AgentSkill
 from .auth import ApiToken, LoginFailure, User, UserSession
 from .console import ConsoleHistory, SavedQuery
@@ -9,6 +10,6 @@ from .project import Project
 from .running_query import RunningQuery
 from .skill import Skill
 
-__all__ = ["Agent", "AgentSkill", "ApiToken", "ConsoleHistory", "DataSourceRecord",
-           "LoginFailure", "MLModel", "Project", "RunningQuery", "SavedQuery", "Skill", "User",
-           "UserSession"]
+__all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "ConsoleHistory",
+           "DataSourceRecord", "LoginFailure", "MLModel", "Project", "ProjectMember",
+           "RunningQuery", "SavedQuery", "Skill", "SourceGrant", "User", "UserSession"]

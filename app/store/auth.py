@@ -7,7 +7,7 @@ itself is a constant-time comparison of two hashes (see ``app/services/auth.py``
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String
+from sqlalchemy import ForeignKey, Index, String, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
@@ -22,6 +22,8 @@ class User(db.Model):
     # Lower-cased name: "Alice" and "alice" are one user, even in a race.
     name_key: Mapped[str] = mapped_column(String(63), unique=True)
     password_hash: Mapped[str] = mapped_column(String(255))
+    # "admin" (manages users, tokens, data sources, grants; sees every project) or "member".
+    role: Mapped[str] = mapped_column(String(16), server_default="member")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     tokens: Mapped[list["ApiToken"]] = relationship(
@@ -43,6 +45,10 @@ class ApiToken(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked: Mapped[bool] = mapped_column(default=False)
+    # Narrowing: a token carries its owner's rights, at most in this one project (name key),
+    # and only the reading ones when read_only.
+    project_key: Mapped[str | None] = mapped_column(String(63))
+    read_only: Mapped[bool] = mapped_column(server_default=false(), default=False)
 
     user: Mapped[User] = relationship(back_populates="tokens")
 

@@ -14,9 +14,10 @@ from tests.helpers import assert_problem
 
 from .conftest import SECRET_KEY, add_token, sign_in
 
-# The only (path, method) pairs open to an anonymous caller. Readiness and /metrics, when
-# they come, are open only to QUARRY_METRICS_ALLOW, not to everyone: not in this set.
+# The only (path, method) pairs open to an anonymous caller here. Readiness and /metrics are
+# open only to QUARRY_METRICS_ALLOW (loopback by default, the test client's address).
 PUBLIC = {("/api/status", "GET"), ("/api/login", "POST"), ("/api/util/ping", "GET"),
+          ("/api/util/readiness", "GET"), ("/metrics", "GET"),
           # The console's page and files: the page signs in through the API (tests/console/).
           ("/", "GET"), ("/console", "GET"), ("/console/static/x1", "GET")}
 ARGUMENT_VALUES = {"int": 1, "float": 1.0}

@@ -26,7 +26,9 @@ def _add_user_and_token(env: dict) -> str:
     # command would import the whole app again each time.
     app = create_app(load_settings(env))
     runner = app.test_cli_runner()
-    created = runner.invoke(args=["users", "create", "alice"], input=PASSWORD + "\n")
+    # An admin: these tests query a configured (not public) data source.
+    created = runner.invoke(args=["users", "create", "alice", "--admin"],
+                            input=PASSWORD + "\n")
     assert created.exit_code == 0, created.output
     made = runner.invoke(args=["tokens", "create", "--user", "alice", "--label", "test"])
     assert made.exit_code == 0, made.output

@@ -6,7 +6,9 @@ matter, a blank line, the JSON body). They run in document order on a fresh stor
 example may use what an earlier one created. An ``<!-- examples: sign-in required -->``
 comment sends the examples after it to a second server with sign-in on and a user ``alice``
 (``<!-- examples: open -->`` switches back). The placeholders an answer may use are the ones
-the page explains; everything else must match the real answer exactly.
+the page explains; everything else must match the real answer exactly. An answer whose
+Content-Type is ``text/plain`` (Prometheus' /metrics) is text: each of its lines but ``…``
+must be a line of the real answer.
 
 A second test walks the app's URL map and fails for any route the page has no example of.
 """
@@ -33,8 +35,10 @@ from app.extensions import db
 from tests.live import ROOT, quarry_env, serving
 
 API_MD = ROOT / "docs" / "API.md"
-# The sign-in section's user (docs/API.md says an operator created it from the command line).
+# The sign-in section's users (docs/API.md says an operator created them from the command
+# line): alice and bob are members, root an admin.
 USER, PASSWORD = "alice", "correct horse battery staple"
+USERS = (("alice", []), ("bob", []), ("root", ["--admin"]))
 # Flask adds a route for files under /static; Quarry ships no such files and documents none.
 # The console's page (/ and /console) and its assets are HTML, script and styles, not API
 # answers; tests/console/ covers them (docs/API.md says so under "The console").
@@ -166,6 +170,10 @@ def mismatches(expected: Any, actual: Any, where: str = "body") -> Iterator[str]
         yield f"{where}: {actual!r}, the page shows {expected!r}"
 
 
+def _is_text(example: Example) -> bool:
+    return example.answer_headers.get("Content-Type", "").startswith("text/plain")
+
+
 def check(example: Example, response: requests.Response) -> list[str]:
     failures = []
     if response.status_code != example.status:
@@ -176,6 +184,12 @@ def check(example: Example, response: requests.Response) -> list[str]:
             failures.append(f"header {name} is missing")
         else:
             failures.extend(mismatches(want, got, f"header {name}"))
+    if _is_text(example):
+        lines = set(response.text.splitlines())
+        failures += [f"line {want!r} is not in the answer" for want in
+                     example.answer.splitlines() if want not in (ELLIPSIS, "") and
+                     want not in lines]
+        return failures
     if not example.answer:
         if response.content:
             failures.append(f"body {response.text[:200]!r}, the page shows none")
@@ -197,7 +211,7 @@ def test_the_page_parses_and_its_answers_are_json():
     examples = parse_examples(API_MD.read_text())
     assert {example.server for example in examples} == {OPEN, SIGNED_IN}
     for example in examples:
-        for text in (example.body, example.answer):
+        for text in (example.body, "" if _is_text(example) else example.answer):
             if text:
                 json.loads(text)  # a typo in an example is a failure here, not a mismatch later
 
@@ -250,8 +264,10 @@ def servers(tmp_path_factory, sqlite_template) -> Iterator[dict[str, str]]:
 def _create_user(env: dict[str, str]) -> None:
     # What an operator runs (`flask --app wsgi users create alice`), in this process.
     app = create_app(load_settings(env))
-    result = app.test_cli_runner().invoke(args=["users", "create", USER], input=PASSWORD + "\n")
-    assert result.exit_code == 0, result.output
+    for name, options in USERS:
+        result = app.test_cli_runner().invoke(args=["users", "create", name, *options],
+                                              input=PASSWORD + "\n")
+        assert result.exit_code == 0, result.output
     with app.app_context():
         db.engine.dispose()
 

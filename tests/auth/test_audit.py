@@ -1,0 +1,139 @@
+"""The audit log: changes with before and after (secrets masked) in the change's own
+transaction, every SQL statement, read by admins over REST and SQL, pruned by age."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import func, select, update
+
+from app.extensions import db
+from app.services import audit as audit_service
+from app.services import auth as auth_service
+from app.store import AuditRecord
+from app.store.types import utcnow
+from tests.auth.conftest import PASSWORD
+from tests.helpers import assert_problem
+
+
+def _setup(app):
+    with app.app_context():
+        auth_service.create_user("root", PASSWORD, admin=True)
+        auth_service.create_user("alice", PASSWORD)
+        return {n: {"Authorization": f"Bearer {auth_service.create_token(n, 't')[1]}"}
+                for n in ("root", "alice")}
+
+
+def _records(client, headers, **args):
+    response = client.get("/api/audit", query_string=args, headers=headers)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_json()
+
+
+def test_changes_are_recorded_with_before_after_and_masked_secrets(make_auth_app):
+    app = make_auth_app(DEMO_SOURCE=True)
+    h = _setup(app)
+    client = app.test_client()
+    client.post("/api/projects", json={"name": "pa"}, headers=h["alice"])
+    skill = {"skill": {"name": "s1", "type": "retrieval",
+                       "params": {"source": "kb", "api_key": "sk-very-secret"}}}
+    assert client.post("/api/projects/pa/skills", json=skill, headers=h["alice"]).status_code \
+        == 201
+    client.put("/api/projects/pa/skills/s1", json={"skill": {"params": {"source": "kb2"}}},
+               headers=h["alice"])
+    client.delete("/api/projects/pa/skills/s1", headers=h["alice"])
+    page = _records(client, h["root"], kind="skill")
+    actions = [(r["action"], r["user"], r["target"]) for r in page["records"]]
+    assert actions == [("delete", "alice", "pa.s1"), ("update", "alice", "pa.s1"),
+                       ("create", "alice", "pa.s1")]
+    update = page["records"][1]
+    assert update["before"]["params"]["source"] == "kb"
+    assert update["after"]["params"]["source"] == "kb2"
+    text = str(page)
+    assert "sk-very-secret" not in text and update["after"]["params"]["api_key"] != ""
+    project = _records(client, h["root"], kind="project")["records"]
+    assert [(r["action"], r["target"], r["user"]) for r in project] == [
+        ("create", "pa", "alice")]
+    users = _records(client, h["root"], kind="user")["records"]
+    assert {(r["action"], r["target"], r["user"]) for r in users} == {
+        ("create", "root", "(cli)"), ("create", "alice", "(cli)")}
+    grants = _records(client, h["root"], kind="token")["records"]
+    assert len(grants) == 2 and all("qt_" not in str(r) for r in grants)
+
+
+def test_a_failed_change_leaves_no_record(make_auth_app):
+    app = make_auth_app()
+    h = _setup(app)
+    client = app.test_client()
+    client.post("/api/projects", json={"name": "pa"}, headers=h["alice"])
+    skill = {"skill": {"name": "s1", "type": "retrieval", "params": {"source": "kb"}}}
+    client.post("/api/projects/pa/skills", json=skill, headers=h["alice"])
+    # The insert fails at commit (the unique key): its record is rolled back with it.
+    assert_problem(client.post("/api/projects/pa/skills", json=skill, headers=h["alice"]), 409)
+    assert len(_records(client, h["root"], kind="skill")["records"]) == 1
+
+
+def test_every_sql_statement_is_recorded(make_auth_app):
+    app = make_auth_app(DEMO_SOURCE=True)
+    h = _setup(app)
+    client = app.test_client()
+    for query in ("SELECT * FROM demo.iris WHERE sepal_length > 7 LIMIT 4",
+                  "SELECT nosuch FROM demo.iris", "SHOW PROJECTS"):
+        client.post("/api/sql/query", json={"query": query}, headers=h["alice"])
+    records = _records(client, h["root"], kind="sql", user="alice")["records"]
+    assert [r["statement"] for r in records] == [
+        "SHOW PROJECTS", "SELECT nosuch FROM demo.iris",
+        "SELECT * FROM demo.iris WHERE sepal_length > 7 LIMIT 4"]
+    show, failed, ok = records
+    assert (ok["source"], ok["row_count"], ok["outcome"], ok["error_code"]) == (
+        "demo", 4, "ok", None)
+    assert (failed["source"], failed["outcome"], failed["error_code"]) == ("demo", "error", "15")
+    assert ok["duration_ms"] > 0 and show["source"] is None
+    # Read in SQL too, by admins only.
+    answer = client.post("/api/sql/query", json={
+        "query": "SELECT user_name, statement, row_count FROM quarry.audit "
+                 "WHERE kind = 'sql' AND source = 'demo' AND outcome = 'ok'"},
+        headers=h["root"]).get_json()
+    assert answer["data"] == [["alice", ok["statement"], 4]]
+    denied = client.post("/api/sql/query", json={"query": "SELECT * FROM quarry.audit"},
+                         headers=h["alice"]).get_json()
+    assert denied["type"] == "error" and denied["error_code"] == 24
+
+
+def test_pages_by_cursor_filters_and_admin_only(make_auth_app):
+    app = make_auth_app(DEMO_SOURCE=True)
+    h = _setup(app)
+    client = app.test_client()
+    for i in range(7):
+        client.post("/api/sql/query", json={"query": f"SELECT {i} AS n"}, headers=h["alice"])
+    seen, cursor = [], None
+    while True:
+        args = {"kind": "sql", "limit": 3, **({"after": cursor} if cursor else {})}
+        page = _records(client, h["root"], **args)
+        seen += [r["statement"] for r in page["records"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [f"SELECT {i} AS n" for i in reversed(range(7))]
+    assert _records(client, h["root"], kind="sql",
+                    since=(utcnow() + timedelta(hours=1)).isoformat())["records"] == []
+    assert_problem(client.get("/api/audit", headers=h["alice"]), 403, "admin")
+    assert_problem(client.get("/api/audit?after=zzz", headers=h["root"]), 400, "cursor")
+    assert_problem(client.get("/api/audit?kind=nope", headers=h["root"]), 400, "kind")
+
+
+def test_old_records_are_pruned(make_auth_app):
+    app = make_auth_app(AUDIT_RETENTION_DAYS=30)
+    h = _setup(app)
+    client = app.test_client()
+    client.post("/api/projects", json={"name": "pa"}, headers=h["alice"])
+    with app.app_context():
+        total = db.session.scalar(select(func.count()).select_from(AuditRecord))
+        db.session.execute(update(AuditRecord).where(AuditRecord.kind == "user")
+                           .values(at=utcnow() - timedelta(days=31)))
+        db.session.commit()
+    result = app.test_cli_runner().invoke(args=["audit", "prune"])
+    assert result.exit_code == 0 and "2 audit record(s) deleted" in result.output
+    with app.app_context():
+        assert db.session.scalar(select(func.count()).select_from(AuditRecord)) == total - 2
+        assert audit_service.prune(0) == total - 2
