@@ -100,6 +100,9 @@ BODY_ROUTES = [
     ("POST", "/api/databases"),
     ("POST", "/api/databases/status"),
     ("PUT", "/api/databases/p1"),
+    ("PUT", "/api/projects/p1/members/u1"),
+    ("POST", "/api/console/history"),
+    ("POST", "/api/console/projects/p1/saved"),
 ]
 
 
@@ -113,7 +116,7 @@ def test_body_routes_are_all_listed(client):
             if "requestBody" in operation:
                 documented.add((method.upper(),
                                 path.replace("{project}", "p1").replace("{ref}", ref)
-                                .replace("{name}", "p1")))
+                                .replace("{name}", "p1").replace("{user}", "u1")))
     assert documented <= set(BODY_ROUTES), documented - set(BODY_ROUTES)
 
 
