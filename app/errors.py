@@ -39,6 +39,20 @@ class BadRequest(QuarryError):
     title = "Bad request"
 
 
+class Unprocessable(BadRequest):
+    """A request of the documented shape whose content cannot be acted on.
+
+    400 means the request does not match its schema in the OpenAPI document; a request that
+    does, but says something the service cannot do (SQL that is not a CREATE MODEL
+    statement, prediction rows the model cannot read), is refused with 422, so that a
+    client (or a fuzzer) can tell a malformed request from a refused one. A subclass of
+    BadRequest: the SQL endpoint reports both as an invalid statement.
+    """
+
+    status = 422
+    title = "Unprocessable request"
+
+
 class Unauthorized(QuarryError):
     status = 401
     title = "Unauthorized"

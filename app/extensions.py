@@ -25,6 +25,10 @@ class Base(DeclarativeBase):
 class QuarryApi(Api):
     """flask-smorest's Api, answering its errors in the one problem+json envelope."""
 
+    # No catch-all "default" answer in the document: each operation lists the statuses it
+    # gives (app/api/openapi.py), so that an undocumented one is a finding, not "default".
+    DEFAULT_ERROR_RESPONSE_NAME = None
+
     def handle_http_exception(self, error):
         return from_http_exception(error)
 

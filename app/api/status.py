@@ -1,6 +1,6 @@
 """Service status: /api/status (always open, also when sign-in is required)."""
 
-from marshmallow import Schema, fields
+from marshmallow import Schema, fields, validate
 
 from .. import __version__
 from ..security import auth_status, public
@@ -10,17 +10,17 @@ blp = Blueprint("status", __name__, url_prefix="/api", description="Service stat
 
 
 class AuthStatus(Schema):
-    required = fields.Boolean()
-    signed_in = fields.Boolean()
+    required = fields.Boolean(required=True)
+    signed_in = fields.Boolean(required=True)
 
 
 class StatusOut(Schema):
-    version = fields.String()
-    auth = fields.Nested(AuthStatus)
+    version = fields.String(required=True)
+    auth = fields.Nested(AuthStatus, required=True)
 
 
 class PingOut(Schema):
-    status = fields.String()
+    status = fields.String(required=True, validate=validate.OneOf(["ok"]))
 
 
 @blp.route("/status", methods=["GET"])

@@ -1,54 +1,95 @@
 """Models: the CREATE MODEL request, predict and describe input, the model record."""
 
-from typing import Any
+from marshmallow import Schema, fields, validate
 
-from marshmallow import Schema, ValidationError, fields
+from ..services.models import ATTRIBUTES
+from .common import InputSchema, JsonObject, OneOf
 
-from .common import InputSchema
+# The describe attributes, any letter case (the service lowers them), as one regular
+# expression the OpenAPI document can state: ^(?:[Ii][Nn][Ff][Oo]|…)$.
+ATTRIBUTE_REGEX = "^(?:" + "|".join(
+    "".join(f"[{c.upper()}{c}]" for c in attribute) for attribute in ATTRIBUTES) + ")$"
+# At least one character that is not white space (the same set in ECMA-262 and Python).
+NOT_BLANK_REGEX = r"^[ \t\n\r\f\v]*[^ \t\n\r\f\v]"
 
 
 class ModelIn(InputSchema):
-    query = fields.String(required=True)
-
-
-class PredictRows(fields.Raw):
-    """One row object, or a list of row objects."""
-
-    def _deserialize(self, value: Any, attr, data, **kwargs) -> list[dict[str, Any]]:
-        rows = [value] if isinstance(value, dict) else value
-        if not isinstance(rows, list):
-            raise ValidationError("Must be an object or a list of objects.")
-        bad = [i for i, row in enumerate(rows) if not isinstance(row, dict)]
-        if bad:
-            raise ValidationError(f"Every row must be an object; row {bad[0]} is not.")
-        return rows
+    # Whether the text is a CREATE MODEL statement the service can train is decided by the
+    # service (422 if not); the schema refuses what is no statement at all.
+    query = fields.String(required=True, validate=validate.Regexp(
+        NOT_BLANK_REGEX, error="A CREATE MODEL statement is required."))
 
 
 class PredictIn(InputSchema):
-    data = PredictRows(required=True)
+    # One row object, or a list of row objects. Whether the values fit the model's columns
+    # is the model's to say (422 naming the column).
+    data = OneOf(JsonObject(), fields.List(JsonObject(), required=True), required=True,
+                 message="Must be an object or a list of objects.")
     # Accepted for MindsDB clients, which send it; no sklearn prediction option uses it.
-    params = fields.Dict(keys=fields.String(), load_default=dict, allow_none=True)
+    params = JsonObject(load_default=dict, allow_none=True)
 
 
 class DescribeArgs(InputSchema):
-    attribute = fields.String(load_default=None, allow_none=True)
+    attribute = fields.String(
+        load_default=None, allow_none=True,
+        validate=validate.Regexp(ATTRIBUTE_REGEX,
+                                 error=f"Must be one of: {', '.join(ATTRIBUTES)}."))
 
 
 class ModelOut(Schema):
-    id = fields.Integer()
-    name = fields.String()
-    version = fields.Integer()
-    active = fields.Boolean()
-    status = fields.String()
-    predict = fields.String()
-    accuracy = fields.Float(allow_none=True)
-    error = fields.String(allow_none=True)
-    engine = fields.String()
-    data_source = fields.String()
-    fetch_data_query = fields.String()
-    training_options = fields.Dict()
+    id = fields.Integer(required=True)
+    name = fields.String(required=True)
+    version = fields.Integer(required=True)
+    active = fields.Boolean(required=True)
+    status = fields.String(required=True, validate=validate.OneOf(
+        ("generating", "training", "complete", "error")))
+    predict = fields.String(required=True)
+    accuracy = fields.Float(required=True, allow_none=True)
+    error = fields.String(required=True, allow_none=True)
+    engine = fields.String(required=True)
+    data_source = fields.String(required=True)
+    fetch_data_query = fields.String(required=True)
+    training_options = JsonObject(required=True)
     # MindsDB's name for the same object; its clients read this one.
-    problem_definition = fields.Function(lambda model: model.training_options)
-    created_at = fields.DateTime()
-    updated_at = fields.DateTime()
-    training_time = fields.Float(allow_none=True)
+    problem_definition = fields.Function(lambda model: model.training_options, required=True,
+                                         metadata={"type": "object"})
+    created_at = fields.DateTime(required=True)
+    updated_at = fields.DateTime(required=True, allow_none=True)
+    training_time = fields.Float(required=True, allow_none=True)
+
+
+class DescribeInfo(Schema):
+    """describe (attribute info): the model as a whole."""
+
+    accuracies = fields.Dict(keys=fields.String(), values=fields.Float(), required=True)
+    column_importances = fields.Dict(keys=fields.String(), values=fields.Float(),
+                                     required=True)
+    inputs = fields.List(fields.String(), required=True)
+    outputs = fields.List(fields.String(), required=True)
+    model = fields.String(required=True)
+    problem = fields.String(required=True)
+    training_rows = fields.Integer(required=True)
+    validation_rows = fields.Integer(required=True)
+    ignored_columns = fields.Dict(keys=fields.String(), values=fields.String(), required=True)
+
+
+class DescribeFeature(Schema):
+    """describe (attribute features): one column."""
+
+    column = fields.String(required=True)
+    type = fields.String(required=True)
+    encoder = fields.String(required=True, allow_none=True)
+    role = fields.String(required=True, validate=validate.OneOf(("feature", "ignored",
+                                                                 "target")))
+    reason = fields.String()
+
+
+class DescribeCandidate(Schema):
+    """describe (attribute model): one candidate estimator tried."""
+
+    name = fields.String(required=True)
+    performance = fields.Float(required=True, allow_none=True)
+    training_time = fields.Float(required=True, allow_none=True)
+    selected = fields.Integer(required=True, validate=validate.OneOf((0, 1)))
+    accuracy_functions = fields.List(fields.String(), required=True)
+    error = fields.String(metadata={"description": "Why this candidate failed to train"})

@@ -17,7 +17,7 @@ from mindsdb_sql_parser.ast.mindsdb import CreatePredictor
 from sqlalchemy import delete, select, update
 
 from .. import ml
-from ..errors import BadRequest, Conflict, NotFound
+from ..errors import BadRequest, Conflict, NotFound, Unprocessable
 from ..extensions import db
 from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
@@ -52,17 +52,17 @@ DEFAULT_VALIDATION_FRACTION = 0.2
 # --- CREATE MODEL -------------------------------------------------------------------------
 
 def parse_create_model(query: str) -> CreatePredictor:
-    """The parsed statement; BadRequest when it is not a CREATE MODEL statement."""
+    """The parsed statement; Unprocessable when it is not a CREATE MODEL statement."""
     if not isinstance(query, str) or not query.strip():
-        raise BadRequest('Missing "query": a CREATE MODEL statement', title="Query required")
+        raise Unprocessable('Missing "query": a CREATE MODEL statement', title="Query required")
     try:
         statement = parse_sql(query)
     except Exception as exc:  # the parser raises its own assorted types
-        raise BadRequest(f"SQL CREATE statement is invalid: {query} ({exc})",
-                         title="Invalid query string") from exc
+        raise Unprocessable(f"SQL CREATE statement is invalid: {query} ({exc})",
+                            title="Invalid query string") from exc
     if not isinstance(statement, CreatePredictor):
-        raise BadRequest(f"SQL statement is not a CREATE MODEL statement: {query}",
-                         title="Invalid CREATE SQL statement")
+        raise Unprocessable(f"SQL statement is not a CREATE MODEL statement: {query}",
+                            title="Invalid CREATE SQL statement")
     return statement
 
 
@@ -80,8 +80,8 @@ def create_model(project: str, query: str | CreatePredictor) -> MLModel:
         future.result()
         db.session.refresh(model)
         if model.status == "error":
-            raise BadRequest(f"Training of model '{name}' failed: {model.error}",
-                             title="Training failed", model=name, model_status="error")
+            raise Unprocessable(f"Training of model '{name}' failed: {model.error}",
+                                title="Training failed", model=name, model_status="error")
     return model
 
 
@@ -90,7 +90,7 @@ def _record_model(statement: CreatePredictor, project: str) -> tuple[MLModel, bo
     """The new model's record, committed, and True; or the existing one and False when the
     statement says ``IF NOT EXISTS`` and the name is taken."""
     target_project = get_project(_statement_project(statement, project))
-    name = validate_name("model", statement.name.parts[-1])
+    name = validate_name("model", statement.name.parts[-1], error=Unprocessable)
     options = _training_options(statement)
     source = _source_name(statement)
     if statement.is_replace:
@@ -124,19 +124,19 @@ def _record_model(statement: CreatePredictor, project: str) -> tuple[MLModel, bo
 def _statement_project(statement: CreatePredictor, project: str) -> str:
     parts = statement.name.parts
     if len(parts) > 2:
-        raise BadRequest(f"Model name '{'.'.join(parts)}' has too many parts: use "
-                         "project.model or model", title="Invalid model name")
+        raise Unprocessable(f"Model name '{'.'.join(parts)}' has too many parts: use "
+                            "project.model or model", title="Invalid model name")
     if len(parts) == 2 and name_key(parts[0]) != name_key(project):
-        raise BadRequest(f"The statement creates a model in project '{parts[0]}' but the "
-                         f"request is for project '{project}'", title="Project mismatch")
+        raise Unprocessable(f"The statement creates a model in project '{parts[0]}' but the "
+                            f"request is for project '{project}'", title="Project mismatch")
     return parts[0] if len(parts) == 2 else project
 
 
 def _source_name(statement: CreatePredictor) -> str:
     if not statement.query_str:
-        raise BadRequest("CREATE MODEL needs the training data: "
-                         "CREATE MODEL p.m FROM <data source> (SELECT …) PREDICT <column>",
-                         title="Training data missing")
+        raise Unprocessable("CREATE MODEL needs the training data: "
+                            "CREATE MODEL p.m FROM <data source> (SELECT …) PREDICT <column>",
+                            title="Training data missing")
     registry = current_sources()
     if statement.integration_name is None:
         # FROM (SELECT … FROM demo.iris), as mindsdb_sdk writes models.create(query="…"):
@@ -144,9 +144,9 @@ def _source_name(statement: CreatePredictor) -> str:
         return _qualified_source(statement.query_str, registry)
     source = statement.integration_name.parts[-1]
     if registry.get(source) is None:
-        raise BadRequest(f"Data source '{source}' does not exist; configured data sources: "
-                         + (", ".join(registry.names()) or "none"),
-                         title="Unknown data source")
+        raise Unprocessable(f"Data source '{source}' does not exist; configured data sources: "
+                            + (", ".join(registry.names()) or "none"),
+                            title="Unknown data source")
     return registry.get(source).name
 
 
@@ -154,37 +154,37 @@ def _qualified_source(query: str, registry: Any) -> str:
     try:
         found = gate(query, registry, None).source
     except SqlError as exc:
-        raise BadRequest(f"The training query cannot be run: {exc.message}",
-                         title="Invalid training query") from exc
+        raise Unprocessable(f"The training query cannot be run: {exc.message}",
+                            title="Invalid training query") from exc
     if found is None:
-        raise BadRequest("The training query names no data source: write "
-                         "CREATE MODEL p.m FROM <data source> (SELECT …) or qualify its "
-                         "tables (SELECT … FROM demo.iris)", title="Training data missing")
+        raise Unprocessable("The training query names no data source: write "
+                            "CREATE MODEL p.m FROM <data source> (SELECT …) or qualify its "
+                            "tables (SELECT … FROM demo.iris)", title="Training data missing")
     return found.name
 
 
 def _training_options(statement: CreatePredictor) -> dict[str, Any]:
     targets = statement.targets or []
     if len(targets) != 1:
-        raise BadRequest("PREDICT must name exactly one column", title="Invalid PREDICT")
+        raise Unprocessable("PREDICT must name exactly one column", title="Invalid PREDICT")
     unsupported = [clause for clause in ("order_by", "group_by", "window", "horizon")
                    if getattr(statement, clause, None)]
     if unsupported:
-        raise BadRequest("Time-series models (ORDER BY, GROUP BY, WINDOW, HORIZON) are not "
-                         "supported", title="Unsupported CREATE MODEL clause")
+        raise Unprocessable("Time-series models (ORDER BY, GROUP BY, WINDOW, HORIZON) are not "
+                            "supported", title="Unsupported CREATE MODEL clause")
     using = {str(k).lower(): v for k, v in (statement.using or {}).items()}
     unknown = sorted(set(using) - set(USING_KEYS))
     if unknown:
-        raise BadRequest(f"Unknown USING key(s): {', '.join(unknown)}; accepted keys: "
-                         f"{', '.join(USING_KEYS)}", title="Invalid USING",
-                         errors={k: ["Unknown key."] for k in unknown})
+        raise Unprocessable(f"Unknown USING key(s): {', '.join(unknown)}; accepted keys: "
+                            f"{', '.join(USING_KEYS)}", title="Invalid USING",
+                            errors={k: ["Unknown key."] for k in unknown})
     clean: dict[str, Any] = {}
     if "engine" in using:
         engine = str(using["engine"]).lower()
         if engine not in ENGINES:
-            raise BadRequest(f"There is no engine '{using['engine']}'; engines: sklearn "
-                             "(lightwood is accepted as an alias of sklearn)",
-                             title="Unknown engine", errors={"engine": ["Unknown engine."]})
+            raise Unprocessable(f"There is no engine '{using['engine']}'; engines: sklearn "
+                                "(lightwood is accepted as an alias of sklearn)",
+                                title="Unknown engine", errors={"engine": ["Unknown engine."]})
         clean["engine"] = engine
     if "join_learn_process" in using:
         clean["join_learn_process"] = _boolean("join_learn_process", using["join_learn_process"])
@@ -217,9 +217,9 @@ def _boolean(key: str, value: Any) -> bool:
     raise _using_error(key, "must be true or false")
 
 
-def _using_error(key: str, message: str) -> BadRequest:
-    return BadRequest(f"USING {key} {message}", title="Invalid USING",
-                      errors={key: [message[0].upper() + message[1:] + "."]})
+def _using_error(key: str, message: str) -> Unprocessable:
+    return Unprocessable(f"USING {key} {message}", title="Invalid USING",
+                         errors={key: [message[0].upper() + message[1:] + "."]})
 
 
 # --- training (runs on a trainer thread, in an app context of its own) ----------------------
@@ -409,7 +409,7 @@ def predict(project: str, ref: str, rows: list[dict[str, Any]] | dict[str, Any])
         return ml.predict(loaded, rows)
     except ml.PredictionError as exc:
         errors = {exc.column: [exc.message]} if exc.column else None
-        raise BadRequest(exc.message, title="Invalid prediction input", errors=errors) from exc
+        raise Unprocessable(exc.message, title="Invalid prediction input", errors=errors) from exc
 
 
 def _require_complete(model: MLModel) -> None:

@@ -20,11 +20,11 @@ def name_error(name: object) -> str | None:
     return None
 
 
-def validate_name(kind: str, name: object) -> str:
-    """Return ``name`` if valid, else raise BadRequest naming the field."""
+def validate_name(kind: str, name: object, *, error: type[BadRequest] = BadRequest) -> str:
+    """Return ``name`` if valid, else raise ``error`` (BadRequest) naming the field."""
     message = name_error(name)
     if message:
-        raise BadRequest(f"Invalid {kind} name: {message}", errors={"name": [message]})
+        raise error(f"Invalid {kind} name: {message}", errors={"name": [message]})
     return name  # type: ignore[return-value]
 
 
@@ -43,10 +43,15 @@ def ref_value(ref: str) -> int | str:
     return id_value(ref) if is_id(ref) else name_key(ref)
 
 
+# IDs and versions are INTEGER columns: 32 bits on PostgreSQL, which refuses to compare one
+# with a larger number (a 500), as SQLite refuses to bind one beyond 64 bits.
+MAX_ID = 2 ** 31 - 1
+
+
 def id_value(ref: str) -> int:
-    """The integer of an all-digit ref; beyond 18 digits no row can match, and SQLite cannot
-    bind such an integer: -1."""
-    return int(ref) if len(ref) <= 18 else -1
+    """The integer of an all-digit ref; one no row can have (beyond MAX_ID) is -1."""
+    value = int(ref) if len(ref) <= 10 else -1
+    return value if value <= MAX_ID else -1
 
 
 def is_id(ref: str) -> bool:

@@ -2,7 +2,7 @@
 
 from sqlalchemy import func, select
 
-from ..errors import BadRequest, Conflict, NotFound
+from ..errors import Conflict, NotFound
 from ..extensions import db
 from ..store import Agent, MLModel, Project, Skill
 from .common import commit
@@ -49,8 +49,10 @@ def project_contents(project: Project) -> dict[str, list[str]]:
 
 def delete_project(name: str, *, cascade: bool = False) -> None:
     if name_key(name) == DEFAULT_PROJECT:
-        raise BadRequest(f"The default project '{DEFAULT_PROJECT}' cannot be deleted",
-                         title="Project cannot be deleted")
+        # The default project always exists (MindsDB clients assume it): a rule about the
+        # state of the store, not about the request's shape, so 409 rather than 400.
+        raise Conflict(f"The default project '{DEFAULT_PROJECT}' cannot be deleted",
+                       title="Project cannot be deleted")
     project = get_project(name)
     contents = project_contents(project)
     if contents and not cascade:

@@ -5,7 +5,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import Select, Text, bindparam, cast, select
 
-from ..errors import BadRequest, Conflict, NotFound
+from ..errors import Conflict, NotFound, Unprocessable
 from ..extensions import db
 from ..store import Agent, AgentSkill, Project, Skill
 from .common import Raced, commit, retried_on_race
@@ -100,9 +100,10 @@ def _check_params(skill_type: str, params: dict[str, Any]) -> None:
     if not isinstance(tables, list) or not all(isinstance(t, str) and t for t in tables):
         errors["tables"] = ["A sql skill needs params.tables, a list of table names."]
     if errors:
-        raise BadRequest("Invalid params for a sql skill: "
-                         + " ".join(m for ms in errors.values() for m in ms),
-                         errors={"params": errors})
+        # Keyed by where they are in the request body ({"skill": {…}}), as a 400's are.
+        raise Unprocessable("Invalid params for a sql skill: "
+                            + " ".join(m for ms in errors.values() for m in ms),
+                            errors={"skill": {"params": errors}})
 
 
 def _data_source_names() -> list[str]:
@@ -137,10 +138,10 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
             raise
         missing = [f for f in ("type", "params") if data.get(f) is None]
         if missing:
-            raise BadRequest(f"Skill '{ref}' does not exist; to create it, send "
-                             + " and ".join(missing),
-                             errors={f: ["Missing data for required field."] for f in missing}
-                             ) from None
+            raise Unprocessable(f"Skill '{ref}' does not exist; to create it, send "
+                                + " and ".join(missing),
+                                errors={"skill": {f: ["Missing data for required field."]
+                                                  for f in missing}}) from None
         try:
             return create_skill(project_name, {**data, "name": ref}), True
         except Conflict:

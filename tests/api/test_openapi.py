@@ -31,7 +31,8 @@ def test_openapi_documents_errors_as_problem_documents(client):
     # Every error is sent as application/problem+json (app/errors.py); the document said
     # application/json with flask-smorest's own error shape.
     spec = client.get("/api/openapi.json").get_json()
-    for name in ("DEFAULT_ERROR", "BAD_REQUEST"):
+    for name in ("BAD_REQUEST", "NOT_FOUND", "CONFLICT", "UNPROCESSABLE_ENTITY",
+                 "REQUEST_ENTITY_TOO_LARGE", "SERVICE_UNAVAILABLE"):
         content = spec["components"]["responses"][name]["content"]
         assert list(content) == ["application/problem+json"]
         ref = content["application/problem+json"]["schema"]["$ref"].rsplit("/", 1)[1]
