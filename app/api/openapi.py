@@ -4,7 +4,8 @@ The document is the contract a client (or schemathesis, tests/api/test_schemathe
 checks requests and answers against, so it says exactly what the service does:
 
 - path parameters carry the naming rule (converters that route like ``string`` but document
-  a pattern), so a name that cannot exist is refused data, not a surprise 404;
+  a pattern), so that clients and fuzzers know which names can exist (the service answers
+  404 for the others, and 400 where a PUT would create an object by such a name);
 - ``OneOf`` fields are documented as ``oneOf`` of their shapes, and a nullable nested object
   as "that object or null" (apispec writes "any object or null");
 - every operation lists each status it can answer, with the problem+json schema, and no
@@ -53,7 +54,8 @@ class RefConverter(_DocumentedSegment):
 
 class ModelRefConverter(_DocumentedSegment):
     doc = {"type": "string", "pattern": MODEL_REF_REGEX, "minLength": 1,
-           "description": "A model's name, or name.version for one version"}
+           "description": "A model's name, or name.version for one version",
+           "example": "iris_model"}
 
 
 CONVERTERS = {"name": NameConverter, "ref": RefConverter, "model_ref": ModelRefConverter}
@@ -102,14 +104,19 @@ def _document_unprefixed(api: Api) -> None:
             paths.setdefault(path.removeprefix("/api"), deepcopy(operations))
 
 
+def openapi_path(rule: str) -> str:
+    """A werkzeug rule as the OpenAPI document writes it: /p/<name:project> → /p/{project}."""
+    return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
+
+
 def _public_operations(app: Flask) -> set[tuple[str, str]]:
     """(OpenAPI path, method) of every view marked ``@public``."""
     found = set()
     for rule in app.url_map.iter_rules():
         view = app.view_functions.get(rule.endpoint)
         if getattr(view, "quarry_public", False):
-            path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
-            found.update((path, method.lower()) for method in rule.methods or ())
+            found.update((openapi_path(rule.rule), method.lower())
+                         for method in rule.methods or ())
     return found
 
 
@@ -178,7 +185,7 @@ def _operation_ids(app: Flask, api: Api) -> dict[tuple[str, str], str]:
     """Give each operation its view's name as operationId (…_unprefixed for the copies)."""
     ids = {}
     for rule in app.url_map.iter_rules():
-        path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
+        path = openapi_path(rule.rule)
         blueprint, _, view = rule.endpoint.rpartition(".")
         operation_id = view + ("_unprefixed" if blueprint.endswith("_unprefixed") else "")
         for method in rule.methods or ():

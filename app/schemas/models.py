@@ -17,14 +17,18 @@ class ModelIn(InputSchema):
     # Whether the text is a CREATE MODEL statement the service can train is decided by the
     # service (422 if not); the schema refuses what is no statement at all.
     query = fields.String(required=True, validate=validate.Regexp(
-        NOT_BLANK_REGEX, error="A CREATE MODEL statement is required."))
+        NOT_BLANK_REGEX, error="A CREATE MODEL statement is required."), metadata={
+        "example": "CREATE MODEL mindsdb.iris_model FROM demo (SELECT * FROM iris) "
+                   "PREDICT species"})
 
 
 class PredictIn(InputSchema):
     # One row object, or a list of row objects. Whether the values fit the model's columns
     # is the model's to say (422 naming the column).
     data = OneOf(JsonObject(), fields.List(JsonObject(), required=True), required=True,
-                 message="Must be an object or a list of objects.")
+                 message="Must be an object or a list of objects.", metadata={"example": [
+                     {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4,
+                      "petal_width": 0.2}]})
     # Accepted for MindsDB clients, which send it; no sklearn prediction option uses it.
     params = JsonObject(load_default=dict, allow_none=True)
 
@@ -33,7 +37,8 @@ class DescribeArgs(InputSchema):
     attribute = fields.String(
         load_default=None, allow_none=True,
         validate=validate.Regexp(ATTRIBUTE_REGEX,
-                                 error=f"Must be one of: {', '.join(ATTRIBUTES)}."))
+                                 error="Unknown attribute '{input}'; accepted values: "
+                                       + ", ".join(ATTRIBUTES) + "."))
 
 
 class ModelOut(Schema):

@@ -38,7 +38,8 @@ class SqlQueryIn(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    query = fields.String(required=True, validate=validate.Length(min=1))
+    query = fields.String(required=True, validate=validate.Length(min=1),
+                          metadata={"example": "SELECT * FROM demo.iris LIMIT 3"})
     context = fields.Nested(SqlContext, allow_none=True, load_default=dict)
     params = fields.Dict(keys=fields.String(), values=ParamValue(),
                          allow_none=True, load_default=None)

@@ -24,7 +24,17 @@ import pytest
 import schemathesis
 from schemathesis.engine import StopReason, events, from_schema
 
-pytestmark = pytest.mark.slow
+from app import create_app
+from app.config import load_settings
+from app.extensions import db
+from app.services import auth as auth_service
+from tests.live import quarry_env, serving
+
+pytestmark = [
+    pytest.mark.slow,
+    # Hypothesis' note that it printed a large generated value (under -W error, a failure).
+    pytest.mark.filterwarnings("ignore:Generating overly large repr"),
+]
 
 # Longest a run may take before it is stopped and counted as a failure (a run is ~1 minute;
 # the cap catches a run that went astray, e.g. shrinking a failure at length).
@@ -36,8 +46,10 @@ TIME_CAP_S = 240
 ACCEPTED = ["2xx", "401", "403", "404", "409", "422", "429"]
 
 
-def config(*, examples: int, coverage: bool, allow_nul: bool = True) -> schemathesis.Config:
+def config(*, examples: int, coverage: bool, allow_nul: bool = True,
+           headers: dict[str, str] | None = None) -> schemathesis.Config:
     return schemathesis.Config.from_dict({
+        "headers": headers or {},
         "seed": 20261123,
         "cache": {"enabled": False},  # no replay of earlier runs' failures: the same run each time
         "generation": {
@@ -70,7 +82,10 @@ class Run:
 
 
 def run_schemathesis(app, cfg: schemathesis.Config) -> Run:
-    schema = schemathesis.openapi.from_wsgi("/api/openapi.json", app, config=cfg)
+    return run_engine(schemathesis.openapi.from_wsgi("/api/openapi.json", app, config=cfg))
+
+
+def run_engine(schema: schemathesis.BaseSchema) -> Run:
     run = Run()
     started = time.monotonic()
     stream = from_schema(schema).execute()
@@ -136,6 +151,34 @@ def test_schemathesis_finds_nothing(app, store_url, settings):
     assert {"not_a_server_error", "status_code_conformance", "content_type_conformance",
             "response_schema_conformance", "positive_data_acceptance",
             "negative_data_rejection", "unsupported_method"} <= set(run.checks), report
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_schemathesis_with_sign_in_required(store_url, tmp_path):
+    # With sign-in on, the document requires credentials on every route but the public
+    # ones; ignored_auth sends each request again without them and with wrong ones (Bearer,
+    # X-Api-Key, session cookie) and fails unless that is refused. Over HTTP, to a gunicorn:
+    # schemathesis' in-process transport cannot send those probes.
+    env = quarry_env(QUARRY_DATABASE_URL=store_url, QUARRY_INSTANCE_PATH=str(tmp_path),
+                     QUARRY_DEMO_SOURCE="false", QUARRY_AUTH_REQUIRED="true",
+                     QUARRY_SECRET_KEY="k" * 40, QUARRY_WORKERS="1", QUARRY_THREADS="4",
+                     QUARRY_LOG_LEVEL="WARNING")
+    app = create_app(load_settings(env))
+    with app.app_context():
+        auth_service.create_user("alice", "correct horse battery")
+        token = auth_service.create_token("alice", "schemathesis")[1]
+        db.engine.dispose()
+    credentials = {"Authorization": f"Bearer {token}"}  # the document is not public either
+    with serving(env, tmp_path) as live:
+        schema = schemathesis.openapi.from_url(
+            live.url + "/api/openapi.json", headers=credentials,
+            config=config(examples=5, coverage=False, headers=credentials))
+        run = run_engine(schema)
+    print(f"\nschemathesis with sign-in required: {run.summary()}")
+    report = run.summary() + "\n" + "\n".join(run.failures[:20] + run.errors[:20])
+    assert run.stop_reason == StopReason.COMPLETED and not run.errors, report
+    assert not run.failures, report
+    assert run.checks["ignored_auth"] >= len(run.operations) and 401 in run.statuses, report
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
