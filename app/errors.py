@@ -53,6 +53,16 @@ class Unprocessable(BadRequest):
     title = "Unprocessable request"
 
 
+class UnknownReference(Unprocessable):
+    """The request's body names an object that does not exist (an agent's skill).
+
+    Not 404: the request's target exists, and a 404 would tell the client it does not. The
+    SQL endpoint reports it as "not found", since there the statement names both.
+    """
+
+    title = "Not found"
+
+
 class Unauthorized(QuarryError):
     status = 401
     title = "Unauthorized"

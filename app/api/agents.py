@@ -19,7 +19,7 @@ def list_agents(project):
 @blp.route("/agents", methods=["POST"], strict_slashes=False)
 @blp.arguments(AgentIn)
 @blp.response(201, AgentOut)
-@blp.problems(404, 409)
+@blp.problems(404, 409, 422)
 def create_agent(body, project):
     """Create an agent."""
     return service.create_agent(project, body["agent"])
@@ -36,7 +36,7 @@ def get_agent(project, ref):
 @blp.route("/agents/<ref:ref>", methods=["PUT"])
 @blp.arguments(AgentPut)
 @blp.response(200, AgentOut)
-@blp.problems(404, 409)
+@blp.problems(404, 409, 422)
 def update_agent(body, project, ref):
     """Update an agent: null fields are kept, params merge, skills replace or add/remove."""
     return service.update_agent(project, ref, body["agent"])

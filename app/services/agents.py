@@ -5,7 +5,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, UnknownReference
 from ..extensions import db
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
@@ -71,8 +71,8 @@ def _check_model(project: Project, agent: Agent) -> None:
     exists = db.session.scalar(select(MLModel.id).where(
         MLModel.project_id == project.id, MLModel.name_key == name_key(agent.model_name)))
     if exists is None:
-        raise NotFound(f"Model '{agent.model_name}' does not exist in project '{project.name}'",
-                       title="Model not found")
+        raise UnknownReference(f"Model '{agent.model_name}' does not exist in project "
+                               f"'{project.name}'", title="Model not found")
 
 
 def _attach(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]) -> None:

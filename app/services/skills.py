@@ -5,7 +5,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import Select, Text, bindparam, cast, select
 
-from ..errors import Conflict, NotFound, Unprocessable
+from ..errors import Conflict, NotFound, UnknownReference, Unprocessable
 from ..extensions import db
 from ..store import Agent, AgentSkill, Project, Skill
 from .common import Raced, commit, retried_on_race
@@ -167,13 +167,15 @@ def delete_skill(project_name: str, ref: str) -> None:
 
 
 def skills_by_name(project: Project, names: list[str]) -> dict[str, Skill]:
-    """The project's skills with these names (by lower-cased key); NotFound naming the missing."""
+    """The project's skills with these names (by lower-cased key); UnknownReference naming
+    the missing."""
     keys = {name_key(n) for n in names}
     found = {s.name_key: s for s in db.session.scalars(
         select(Skill).where(Skill.project_id == project.id, Skill.name_key.in_(keys)))}
     missing = [n for n in names if name_key(n) not in found]
     if missing:
-        raise NotFound(f"Skill(s) {', '.join(repr(m) for m in missing)} do not exist in "
-                       f"project '{project.name}'", title="Skill not found")
+        # 422, not 404: the request's target exists, the skills its body names do not.
+        raise UnknownReference(f"Skill(s) {', '.join(repr(m) for m in missing)} do not exist "
+                               f"in project '{project.name}'", title="Skill not found")
     return found
 

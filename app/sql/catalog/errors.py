@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from marshmallow import ValidationError
 
-from ...errors import BadRequest, Conflict, NotFound, QuarryError
+from ...errors import BadRequest, Conflict, NotFound, QuarryError, UnknownReference
 from ..errors import ErrorCode, SqlError
 
 
@@ -30,7 +30,7 @@ def service_errors(**labels: str) -> Iterator[None]:
 def to_sql_error(exc: QuarryError, labels: dict[str, str] | None = None) -> SqlError:
     label = (labels or {}).get(exc.title)
     message = f"{exc.title}: {label}" if label else f"{exc.title}: {exc.detail}"
-    if isinstance(exc, NotFound):
+    if isinstance(exc, NotFound | UnknownReference):
         code = ErrorCode.NOT_FOUND
     elif isinstance(exc, Conflict):
         code = ErrorCode.CONFLICT
