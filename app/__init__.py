@@ -24,6 +24,7 @@ from .security import init_auth
 from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
+from .tasks import init_celery
 
 __version__ = VERSION
 
@@ -69,6 +70,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_ops(app)
     init_auth(app)
     init_trainer(app)
+    init_celery(app)
     check_store(app)
     register_blueprints(app, openapi)
     register_cli(app)

@@ -138,6 +138,18 @@ class ModelNotReady(Conflict):
     title = "Model not ready"
 
 
+class ModelBusy(Conflict):
+    """A version of the model is still training: one RETRAIN or FINETUNE at a time."""
+
+    title = "Model busy"
+
+
+class ActiveVersion(Conflict):
+    """The active version cannot be dropped; another must be made active first."""
+
+    title = "Active version"
+
+
 class ConcurrentUpdate(Conflict):
     title = "Concurrent update"
 

@@ -1,7 +1,7 @@
 """Models: /api/projects/<project>/models — train from a query, describe, predict."""
 
 from ..mindsdb.models import parse_create_model
-from ..schemas.models import DescribeArgs, ModelIn, ModelOut, PredictIn
+from ..schemas.models import ActivateIn, DescribeArgs, ModelIn, ModelOut, PredictIn, RetrainIn
 from ..services import models as service
 from ..services import training
 from .base import Blueprint
@@ -30,6 +30,30 @@ def create_model(body, project):
 def get_model(project, ref):
     """Get a model by name, or one version of it as name.version."""
     return service.get_model(project, ref)
+
+
+@blp.route("/<string:ref>", methods=["PUT"])
+@blp.arguments(ActivateIn)
+@blp.response(200, ModelOut)
+def update_model(body, project, ref):
+    """Make one version of a model the active one: {"active_version": n}."""
+    return service.set_active_version(project, ref, body["active_version"])
+
+
+@blp.route("/<string:ref>/retrain", methods=["POST"])
+@blp.arguments(RetrainIn)
+@blp.response(201, ModelOut)
+def retrain_model(body, project, ref):
+    """Train version N+1 of a model from its stored query (or a new one), as RETRAIN."""
+    return training.retrain_model(training.retrain_spec(project, ref, body))
+
+
+@blp.route("/<string:ref>/finetune", methods=["POST"])
+@blp.arguments(RetrainIn)
+@blp.response(201, ModelOut)
+def finetune_model(body, project, ref):
+    """Train version N+1 of a model on its rows plus new ones, as FINETUNE."""
+    return training.retrain_model(training.retrain_spec(project, ref, body, finetune=True))
 
 
 @blp.route("/<string:ref>", methods=["DELETE"])

@@ -62,7 +62,7 @@ class TrainingOptions(InputSchema):
     """The USING options of CREATE MODEL, from REST and SQL alike (keys in lower case)."""
 
     error_messages = {"unknown": "Unknown key; accepted keys: engine, join_learn_process, "
-                                 "problem, validation_fraction, max_rows."}
+                                 "problem, validation_fraction, max_rows, active."}
 
     engine = _Word(ENGINES, lambda value: f"Unknown engine {value!r}; engines: sklearn "
                                           "(lightwood is accepted as an alias of sklearn).")
@@ -72,6 +72,23 @@ class TrainingOptions(InputSchema):
                                   error_messages={"invalid": _FRACTION, "special": _FRACTION})
     max_rows = fields.Integer(strict=True, validate=validate.Range(min=1, error=_POSITIVE),
                               error_messages={"invalid": _POSITIVE})
+    # RETRAIN / FINETUNE … USING active = false: train the version but keep the old one active.
+    active = _Flag()
+
+
+class RetrainIn(InputSchema):
+    """POST …/models/<m>/retrain and …/finetune: both fields optional, as in MindsDB."""
+
+    query = fields.String(load_default=None, allow_none=True)
+    data_source = fields.String(load_default=None, allow_none=True)
+    using = fields.Dict(keys=fields.String(), load_default=dict, allow_none=True)
+
+
+class ActivateIn(InputSchema):
+    """PUT …/models/<m>: which version answers predictions made without a version."""
+
+    active_version = fields.Integer(required=True, strict=True,
+                                    validate=validate.Range(min=1, error=_POSITIVE))
 
 
 class PredictRows(fields.Raw):
@@ -115,3 +132,6 @@ class ModelOut(Schema):
     created_at = fields.DateTime()
     updated_at = fields.DateTime()
     training_time = fields.Float(allow_none=True)
+    progress = fields.Dict(allow_none=True)
+    attempts = fields.Integer()
+    base_version = fields.Integer(allow_none=True)

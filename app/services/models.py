@@ -13,7 +13,7 @@ from flask import current_app
 from sqlalchemy import delete, select
 
 from .. import ml
-from ..errors import BadRequest, ModelNotFound, ModelNotReady
+from ..errors import ActiveVersion, BadRequest, ModelNotFound, ModelNotReady
 from ..extensions import db
 from ..rules.names import id_value, is_id, name_key
 from ..store import MLModel
@@ -62,13 +62,36 @@ def find_model(project_id: int, name: str, version: int | None, *options: Any) -
     return db.session.scalars(query.options(*options).limit(1)).first()
 
 
+def lock_versions(project_id: int, name: str) -> list[MLModel]:
+    """Every version of a model, oldest first, locked (FOR UPDATE) until the commit.
+
+    RETRAIN and DROP MODEL both take these locks first: a DROP that waited for a RETRAIN's
+    insert then deletes the new version too (its DELETE is a later statement and sees it),
+    and a RETRAIN that waited for a DROP finds no version (404) — never an orphan.
+    """
+    return list(db.session.scalars(
+        select(MLModel).where(MLModel.project_id == project_id,
+                              MLModel.name_key == name_key(name))
+        .order_by(MLModel.version).with_for_update()))
+
+
 def delete_model(project: str, ref: str) -> None:
-    """Delete the model (every version, or the one ``name.N`` names) and its artifact."""
+    """Delete the model (every version, or the one ``name.N`` names) and its artifact.
+
+    The active version of a model with other versions cannot be dropped alone (409):
+    predictions without a version would have none to use.
+    """
     model = get_model(project, ref)
     _, version = split_ref(ref)
     if version is None:
         ids = delete_versions(model.project_id, model.name)
     else:
+        if model.active:
+            db.session.rollback()
+            raise ActiveVersion(f"Version {model.version} is the active version of model "
+                                f"'{model.name}': make another version active first (SET "
+                                f"model_active = {model.name}.N) or drop the whole model",
+                                model=model.name, version=model.version)
         ids = [model.id]
         db.session.execute(delete(MLModel).where(MLModel.id == model.id))
     db.session.commit()
@@ -78,11 +101,36 @@ def delete_model(project: str, ref: str) -> None:
 
 
 def delete_versions(project_id: int, name: str) -> list[int]:
+    lock_versions(project_id, name)
+    # Read again after the locks: a version a RETRAIN inserted while this waited is seen
+    # by this later statement, and deleted with the others.
     ids = list(db.session.scalars(select(MLModel.id).where(
         MLModel.project_id == project_id, MLModel.name_key == name_key(name))))
     if ids:
         db.session.execute(delete(MLModel).where(MLModel.id.in_(ids)))
     return ids
+
+
+def set_active_version(project: str, name: str, version: int) -> MLModel:
+    """Make version ``version`` the one that answers predictions made without a version."""
+    found = get_project(project)
+    model_name, _ = split_ref(name)
+    versions = lock_versions(found.id, model_name)
+    if not versions:
+        raise ModelNotFound(name, found.name)
+    chosen = next((v for v in versions if v.version == version), None)
+    if chosen is None:
+        db.session.rollback()
+        raise ModelNotFound(f"{versions[0].name}.{version}", found.name)
+    if chosen.status != "complete":
+        db.session.rollback()
+        raise ModelNotReady(f"Version {version} of model '{chosen.name}' is not trained (status "
+                            f"{chosen.status}): only a complete version can be active",
+                            model_status=chosen.status)
+    for each in versions:
+        each.active = each.id == chosen.id
+    db.session.commit()
+    return chosen
 
 
 def describe_model(project: str, ref: str, attribute: str | None = None) -> list[dict]:
@@ -127,4 +175,5 @@ def _require_complete(model: MLModel) -> None:
         detail = f"Model '{model.name}' is not trained: its status is {model.status}"
         if model.error:
             detail += f" ({model.error})"
-        raise ModelNotReady(detail, model_status=model.status, model_error=model.error)
+        raise ModelNotReady(detail, model_status=model.status, model_error=model.error,
+                            model_progress=model.progress)

@@ -164,7 +164,7 @@ def test_using_errors_name_each_field_on_rest_and_sql(p1):
         "validation_fraction": ["Must be a number from 0.05 to 0.5."],
         "max_rows": ["Must be a positive integer."],
         "colour": ["Unknown key; accepted keys: engine, join_learn_process, problem, "
-                   "validation_fraction, max_rows."]}
+                   "validation_fraction, max_rows, active."]}
     answer = p1.post("/api/sql/query", json={"query": query}).get_json()
     assert answer["error_code"] == ErrorCode.INVALID_STATEMENT, answer
     for field, messages in body["errors"].items():
