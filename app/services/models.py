@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from .. import ml
 from ..errors import ActiveVersion, BadRequest, ModelNotFound, ModelNotReady
@@ -63,12 +63,19 @@ def find_model(project_id: int, name: str, version: int | None, *options: Any) -
 
 
 def lock_versions(project_id: int, name: str) -> list[MLModel]:
-    """Every version of a model, oldest first, locked (FOR UPDATE) until the commit.
+    """Every version of a model, oldest first, locked until the commit.
 
     RETRAIN and DROP MODEL both take these locks first: a DROP that waited for a RETRAIN's
     insert then deletes the new version too (its DELETE is a later statement and sees it),
-    and a RETRAIN that waited for a DROP finds no version (404) — never an orphan.
+    and a RETRAIN that waited for a DROP finds no version (404) — never an orphan. The lock
+    is a write that changes nothing: on PostgreSQL it locks the rows, and on SQLite (where
+    FOR UPDATE is ignored) it takes the database's write lock before anything is read.
     """
+    db.session.execute(update(MLModel)
+                       .where(MLModel.project_id == project_id,
+                              MLModel.name_key == name_key(name))
+                       .values(active=MLModel.active)
+                       .execution_options(synchronize_session=False))
     return list(db.session.scalars(
         select(MLModel).where(MLModel.project_id == project_id,
                               MLModel.name_key == name_key(name))
