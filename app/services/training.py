@@ -349,11 +349,12 @@ def _train(model_id: int, trainer: str) -> None:
     if model is None or model.status != "generating":
         return  # deleted, or already given up on, while it waited in the queue
     _set(model_id, trainer, status="training", heartbeat_at=utcnow(),
-         progress={"phase": "reading", "rows_read": 0})
+         progress={"phase": "reading", "rows_read": 0, "trainer": trainer})
     started = time.perf_counter()
     try:
         frame = _read_model_rows(model)
-        _set(model_id, trainer, progress={"phase": "fitting", "rows_read": len(frame)})
+        _set(model_id, trainer, progress={"phase": "fitting", "rows_read": len(frame),
+                                            "trainer": trainer})
         result = _fit(model, frame)
     except ml.TrainingError as exc:
         _fail(model_id, trainer, exc.message)
@@ -369,7 +370,8 @@ def _train(model_id: int, trainer: str) -> None:
     stored = _set(model_id, trainer, status="complete", accuracy=result.accuracy,
                   error=None, description=description, artifact=result.artifact,
                   training_time=round(time.perf_counter() - started, 3), trainer=None,
-                  heartbeat_at=None, progress={"phase": "complete", "rows_read": len(frame)},
+                  heartbeat_at=None, progress={"phase": "complete", "rows_read": len(frame),
+                            "trainer": trainer},
                   commit=False)
     # The switch to the new version is in the same transaction as its artifact: a predict
     # sees the old active version or the new one, never none.

@@ -119,7 +119,8 @@ def test_finetune_refits_on_base_rows_plus_new_rows(trained):
     assert record["VERSION"] == 2 and record["STATUS"] == "complete"
     model = p1.get("/api/projects/p1/models/m.2").get_json()
     assert model["base_version"] == 1 and model["active"] is True
-    assert model["progress"] == {"phase": "complete", "rows_read": 180}
+    assert model["progress"]["phase"] == "complete"
+    assert model["progress"]["rows_read"] == 180
     info = p1.get("/api/projects/p1/models/m.2/describe").get_json()[0]
     assert info["finetune"]["from_version"] == 1 and "refit" in info["finetune"]["method"]
     # FINETUNE without new rows is refused, naming what is missing.
