@@ -21,6 +21,7 @@ from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
 from .security import init_auth
+from .services.databases import init_databases
 from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
@@ -59,7 +60,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.json = JSONProvider(app)
 
     db.init_app(app)
-    init_sources(app)  # data sources (and the demo file) for the SQL endpoint
+    registry = init_sources(app)  # data sources (and the demo file) for the SQL endpoint
+    init_databases(app, registry)  # ... and those created at run time, kept in the store
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..",
                                                      "migrations"))
     openapi.init_app(app)

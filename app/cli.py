@@ -5,12 +5,14 @@ from flask import Flask
 
 from .auth_cli import register_auth_cli
 from .config import settings_table, write_readme_table
+from .databases_cli import register_databases_cli
 from .sql.demo import build_demo
 from .sql.sources import demo_path
 
 
 def register_cli(app: Flask) -> None:
     register_auth_cli(app)
+    register_databases_cli(app)
 
     @app.cli.command("settings")
     @click.option("--readme", is_flag=True, help="Rewrite the table in ./README.md instead.")

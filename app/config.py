@@ -45,12 +45,22 @@ SETTINGS: list[Setting] = [
             "Folder for the SQLite store and the demo database (default: ./instance)"),
     Setting("DATA_SOURCES", {}, "json",
             'Data sources as JSON: {"name": "sqlalchemy-url"} or '
-            '{"name": {"url": ..., "timeout_s": ..., "max_rows": ...}}'),
+            '{"name": {"url": ..., "timeout_s": ..., "max_rows": ..., '
+            '"privileged_role": "warn" or "refuse", "allow_functions": [...]}} (docs/sql.md)'),
     Setting("DEMO_SOURCE", True, bool,
             "Serve the embedded SQLite demo data source named demo"),
     Setting("DEMO_PATH", None, str,
             "File of the demo SQLite database (default: demo.db in the instance folder); "
             "built at start when missing"),
+    Setting("ENCRYPTION_KEY", None, str,
+            "Fernet keys (comma-separated, newest first) that encrypt the passwords of the "
+            "databases created at run time; without one, a database with a password is "
+            "refused. Make one: python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'"),
+    Setting("SQLITE_ROOTS", None, str,
+            "Folders (separated by ':') whose SQLite files CREATE DATABASE … ENGINE = "
+            "'sqlite' may open (default: the instance folder only); the metadata store "
+            "never"),
     Setting("SQL_TIMEOUT_S", 30.0, float,
             "Time limit of one SQL statement, in seconds (a request may lower it)"),
     Setting("SQL_MAX_ROWS", 100_000, int,
@@ -77,12 +87,15 @@ SETTINGS: list[Setting] = [
             "Longest wait of USING join_learn_process = true for a Celery worker's training"),
     Setting("AUTH_REQUIRED", False, bool,
             "Require sign-in (session cookie, Bearer token or X-Api-Key) on every route "
-            "but /api/status and /api/login"),
+            "but /api/status, /api/login and the liveness probe /api/util/ping"),
     Setting("SESSION_TTL_S", 12 * 3600, int,
             "Lifetime of a sign-in session, in seconds"),
     Setting("LOGIN_MAX_FAILURES", 5, int,
-            "Failed sign-ins allowed per user and per client address in LOGIN_WINDOW_S "
-            "before further attempts are refused with 429"),
+            "Failed sign-ins allowed for one user name from one client address in "
+            "LOGIN_WINDOW_S; further attempts of that user from that address get 429"),
+    Setting("LOGIN_MAX_FAILURES_PER_ADDRESS", 100, int,
+            "Failed sign-ins allowed from one client address, whatever the user names, in "
+            "LOGIN_WINDOW_S; further attempts from that address get 429"),
     Setting("LOGIN_WINDOW_S", 300, int,
             "Window, in seconds, over which failed sign-ins are counted"),
     Setting("PROXY_HOPS", 0, int,

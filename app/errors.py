@@ -66,6 +66,13 @@ class TooManyRequests(QuarryError):
     title = "Too many requests"
 
 
+class NotSupported(QuarryError):
+    """A MindsDB feature Quarry does not have (knowledge bases, the object tree …)."""
+
+    status = 501
+    title = "Not supported"
+
+
 class StoreUnavailable(QuarryError):
     status = 503
     title = "Metadata store unavailable"
@@ -80,6 +87,16 @@ class ProjectNotFound(NotFound):
     def __init__(self, project: str) -> None:
         super().__init__(f"Project '{project}' does not exist")
         self.project = project
+
+
+class DatabaseNotFound(NotFound):
+    """A database (data source or project) by that name does not exist."""
+
+    title = "Database not found"
+
+    def __init__(self, name: str, *, detail: str | None = None) -> None:
+        super().__init__(detail or f"Database '{name}' does not exist")
+        self.name = name
 
 
 class ObjectNotFound(NotFound):

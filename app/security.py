@@ -6,7 +6,8 @@ A caller proves who it is with one of (any valid one is enough):
 - ``X-Api-Key: <token>`` (what mindsdb_sdk sends when given ``api_key``).
 
 With AUTH_REQUIRED on, every route refuses an anonymous caller with 401, except the views
-marked ``@public`` (GET /api/status and POST /api/login). The guard is one ``before_request``
+marked ``@public`` (GET /api/status, POST /api/login and the liveness probe
+GET /api/util/ping, which reveals nothing). The guard is one ``before_request``
 hook on the app, so a route added later is guarded without doing anything. The OpenAPI
 document (/api/openapi.json) is guarded too: it describes the service to signed-in users only.
 A path that matches no route answers 404/405 as usual: mindsdb_sdk probes /cloud/login first

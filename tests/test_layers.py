@@ -3,7 +3,8 @@
 Floors, top to bottom (DESIGN.md; docs/architecture.md explains each):
 
     5  factory   app (app/__init__.py: create_app wires everything together)
-    4  entry     api, console, tasks, app.cli, app.auth_cli, app.security, app.ops
+    4  entry     api, console, tasks, app.cli, app.auth_cli, app.databases_cli, app.security,
+                 app.ops
     3  adapter   mindsdb
     2  service   services, schemas
     1  data      store, sql, ml
@@ -31,7 +32,7 @@ FLOOR_NAMES = {5: "factory", 4: "entry", 3: "adapter", 2: "service", 1: "data", 
 FLOORS = {
     "app": 5,
     "app.api": 4, "app.console": 4, "app.tasks": 4,
-    "app.cli": 4, "app.auth_cli": 4, "app.security": 4, "app.ops": 4,
+    "app.cli": 4, "app.auth_cli": 4, "app.databases_cli": 4, "app.security": 4, "app.ops": 4,
     "app.mindsdb": 3,
     "app.services": 2, "app.schemas": 2,
     "app.store": 1, "app.sql": 1, "app.ml": 1,

@@ -5,7 +5,7 @@ from copy import deepcopy
 from flask import Flask
 from flask_smorest import Api
 
-from . import agents, auth, models, projects, skills, sql, status
+from . import agents, auth, databases, models, projects, skills, sql, status, unsupported
 
 
 def register_blueprints(app: Flask, api: Api) -> None:
@@ -16,6 +16,8 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(agents.blp)
     api.register_blueprint(models.blp)
     api.register_blueprint(sql.blp)
+    api.register_blueprint(unsupported.blp)
+    api.register_blueprint(databases.blp)
     # The published interface documents skills and agents without the /api prefix too:
     # the same blueprints (same handlers) registered a second time under another name.
     app.register_blueprint(skills.blp, url_prefix="/projects/<string:project>/skills",

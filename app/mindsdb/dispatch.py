@@ -10,7 +10,7 @@ from flask import current_app
 from ..rules.names import DEFAULT_PROJECT
 from ..sql.errors import SqlError
 from ..sql.execute import effective_timeout, run_statement
-from ..sql.gate import gate
+from ..sql.gate import check_count_params, gate
 from ..sql.sources import current_sources
 from .router import service_statement
 
@@ -47,6 +47,7 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None) -> dict[str, Any]:
     registry = current_sources()
     gated = gate(query, registry, db)
+    check_count_params(gated, params)
     target = gated.source or registry.constants
     result = run_statement(target, gated.sql, params, gated.param_names,
                            timeout_s=effective_timeout(target, timeout_s),

@@ -11,7 +11,8 @@ from mindsdb_sql_parser.ast.mindsdb import CreatePredictor
 from ..errors import BadRequest
 from ..rules.names import name_key
 from ..services.training import TrainingSpec
-from .parser import parse_sql, plain
+from ..sql.errors import SqlError
+from .parser import parse_mindsdb, plain
 
 _TIME_SERIES_CLAUSES = ("order_by", "group_by", "window", "horizon")
 
@@ -21,10 +22,10 @@ def parse_create_model(query: str, project: str) -> TrainingSpec:
     if not isinstance(query, str) or not query.strip():
         raise BadRequest('Missing "query": a CREATE MODEL statement', title="Query required")
     try:
-        statement = parse_sql(query)
-    except Exception as exc:  # the parser raises its own assorted types
-        raise BadRequest(f"SQL CREATE statement is invalid: {query} ({exc})",
-                         title="Invalid query string") from exc
+        statement = parse_mindsdb(query)
+    except SqlError as exc:  # a syntax error in SQL words: line, column, token
+        raise BadRequest(f"The CREATE MODEL statement cannot be read: {exc.message}",
+                         title="Invalid query string") from None
     if not isinstance(statement, CreatePredictor):
         raise BadRequest(f"SQL statement is not a CREATE MODEL statement: {query}",
                          title="Invalid CREATE SQL statement")

@@ -13,6 +13,7 @@ from typing import Any
 
 from mindsdb_sql_parser.ast import Describe, DropDatabase, Identifier, Join, Select, Set, Show
 from mindsdb_sql_parser.ast.mindsdb import (
+    AlterDatabase,
     CreateAgent,
     CreateDatabase,
     CreatePredictor,
@@ -29,19 +30,20 @@ from ..rules.names import PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.sources import SourceRegistry
-from . import predictions, statements, tables
+from . import databases, predictions, statements, tables, unsupported
 from .context import Context
-from .parser import try_parse
+from .parser import mindsdb_leading_tokens, parse_mindsdb, parse_sql
 
 __all__ = ["service_statement"]
 
 _HANDLERS = {
     Show: statements.show,
-    CreateDatabase: statements.create_project,
-    DropDatabase: statements.drop_project,
+    CreateDatabase: databases.create_database,   # a project, or a data source with ENGINE
+    DropDatabase: databases.drop_database,
+    AlterDatabase: databases.alter_database,
     CreatePredictor: statements.create_model,
     DropPredictor: statements.drop_model,
-    Describe: statements.describe,
+    Describe: databases.describe,
     CreateSkill: statements.create_skill,
     DropSkill: statements.drop_skill,
     CreateAgent: statements.create_agent,
@@ -55,9 +57,10 @@ _HANDLERS = {
 def service_statement(query: str, db: str, params: dict[str, Any] | None,
                       registry: SourceRegistry) -> dict[str, Any] | None:
     """The answer to a statement about the service's objects, or None for the data path."""
-    statement = try_parse(query)
+    statement = _parse(query)
     if statement is None:
         return None
+    unsupported.refuse_statement(statement)
     ctx = Context(db=db, registry=registry, params=params)
     handler = _HANDLERS.get(type(statement))
     if handler is not None:
@@ -65,6 +68,27 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
     if isinstance(statement, Select):
         return _select(statement, ctx)
     return None
+
+
+# First words of the statements this module owns: when the MindsDB parser cannot read one,
+# its syntax error is the answer (the data path would only say "CREATE is refused").
+_OWN_FIRST = {"SHOW", "DESCRIBE", "DESC", "RETRAIN", "FINETUNE", "EVALUATE"}
+_OWN_VERBS = {"CREATE", "DROP", "ALTER", "UPDATE"}
+_OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT"}
+
+
+def _parse(query: str) -> Any | None:
+    try:
+        return parse_sql(query)
+    except Exception:  # noqa: BLE001 - the parser raises assorted types; see below
+        pass
+    leading = mindsdb_leading_tokens(query)
+    unsupported.refuse_leading(leading)
+    words = [t for t in leading if t not in ("OR", "REPLACE")]
+    owned = bool(words) and (words[0] in _OWN_FIRST or words[0] in _OWN_VERBS
+                             and len(words) > 1 and words[1] in _OWN_OBJECTS)
+    # Anything else goes on to the data path, which reads the source's own dialect.
+    return parse_mindsdb(query) if owned else None  # raises SYNTAX in SQL words
 
 
 def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
@@ -87,12 +111,14 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
     if model is None:
+        unsupported.refuse_table(name)  # p.jobs, p.knowledge_bases …
         return None
     return predictions.predict_from_literals(statement, project, model, ctx)
 
 
 def _info_schema(statement: Select, table: str, alias: str | None,
                  ctx: Context) -> dict[str, Any]:
+    unsupported.refuse_table(table)
     if table.lower() not in tables.INFO_TABLES:
         raise SqlError(ErrorCode.UNKNOWN_TABLE,
                        f"Table not found: information_schema.{table} (tables: "

@@ -11,11 +11,11 @@ import json
 from typing import Any
 
 from flask import current_app
-from sqlalchemy.engine import make_url
 
 from ..rules.names import SYSTEM_DATABASE
-from ..rules.secrets import MASK, mask
+from ..rules.secrets import mask
 from ..services import agents as agent_service
+from ..services import databases as database_service
 from ..services import models as model_service
 from ..services import projects as project_service
 from ..services import skills as skill_service
@@ -104,16 +104,7 @@ def project_names() -> list[str]:
 def connection_data(registry: SourceRegistry, name: str) -> dict[str, Any]:
     """A data source's connection parameters, the password masked (API.md: write-only)."""
     source = registry.get(name)
-    info = source.info if source else {}
-    if "path" in info:
-        return {"db_file": info["path"]}
-    if "url" not in info:
-        return {}
-    url = make_url(info["url"])
-    data = {"host": url.host, "port": url.port, "user": url.username,
-            "password": MASK if url.password else None, "database": url.database}
-    data.update({k: v for k, v in url.query.items() if k != "password"})
-    return {k: v for k, v in data.items() if v is not None}
+    return database_service.connection_data(source.info if source else {})
 
 
 def databases_table(registry: SourceRegistry) -> Relation:

@@ -33,6 +33,16 @@ def validate_name(kind: str, name: object) -> str:
     return name  # type: ignore[return-value]
 
 
+def validate_database_name(kind: str, name: object) -> str:
+    """A project's or data source's name: the naming rule, and not ``information_schema``,
+    the database SQL's catalogue tables live in (one name space with them, SHOW DATABASES)."""
+    validate_name(kind, name)
+    if name_key(name) == SYSTEM_DATABASE:  # type: ignore[arg-type]
+        message = f"{name!r} is the name of a system database."
+        raise BadRequest(f"Invalid {kind} name: {message}", errors={"name": [message]})
+    return name  # type: ignore[return-value]
+
+
 def name_key(name: str) -> str:
     """The unique key of a name: names are unique per project case-insensitively."""
     return name.lower()

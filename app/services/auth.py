@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import re
 import secrets
 from dataclasses import dataclass
@@ -188,42 +189,67 @@ def _ledger_key(kind: str, value: str) -> str:
     return hashlib.sha256(f"{kind}:{value}".encode()).hexdigest()
 
 
-def _refuse_when_over_limit(keys: list[str], now: datetime) -> None:
+def _seconds_until_allowed(key: str, limit: int, counted: int, attempt_ids: list[int],
+                           now: datetime, window: timedelta) -> int:
+    """Whole seconds until ``key`` has fewer than ``limit`` failures in the window, so that
+    an attempt then is allowed: the failures that must expire first are the oldest."""
+    earlier = counted - 1  # the count includes the attempt being made
+    must_expire = earlier - limit + 1
+    expiring = db.session.scalar(
+        select(LoginFailure.failed_at)
+        .where(LoginFailure.key == key, LoginFailure.failed_at > now - window,
+               LoginFailure.id.not_in(attempt_ids))
+        .order_by(LoginFailure.failed_at, LoginFailure.id)
+        .offset(max(must_expire - 1, 0)).limit(1))
+    if expiring is None:  # expired meanwhile (a slow request): retry at once
+        return 1
+    return max(1, math.ceil((expiring + window - now).total_seconds()))
+
+
+def _refuse_when_over_limit(limits: dict[str, int], attempt_ids: list[int],
+                            now: datetime) -> None:
     # The counts include the attempt being made (see sign_in): more than the limit refuses.
     window = timedelta(seconds=current_app.config["LOGIN_WINDOW_S"])
-    limit = current_app.config["LOGIN_MAX_FAILURES"]
     rows = db.session.execute(
-        select(LoginFailure.key, func.count(), func.min(LoginFailure.failed_at))
-        .where(LoginFailure.key.in_(keys), LoginFailure.failed_at > now - window)
+        select(LoginFailure.key, func.count())
+        .where(LoginFailure.key.in_(limits), LoginFailure.failed_at > now - window)
         .group_by(LoginFailure.key)).all()
-    over = [oldest for _key, count, oldest in rows if count > limit]
-    if over:
-        retry_after = max(1, int((min(over) + window - now).total_seconds()) + 1)
-        log.warning("sign-in refused: too many failures for this user name or address")
-        raise TooManyRequests("Too many failed sign-ins for this user or address; "
-                              f"try again in {retry_after} s",
+    waits = [_seconds_until_allowed(key, limits[key], count, attempt_ids, now, window)
+             for key, count in rows if count > limits[key]]
+    if waits:
+        retry_after = max(waits)  # every limit must allow the next attempt
+        log.warning("sign-in refused: too many failures for this user from this address, "
+                    "or from this address")
+        raise TooManyRequests("Too many failed sign-ins for this user from this address, or "
+                              f"from this address; try again in {retry_after} s",
                               title="Too many sign-in attempts", retry_after=retry_after)
 
 
 def sign_in(username: str, password: str, client_addr: str | None) -> Grant:
     """Check a user name and password and open a session.
 
-    The answer and the work done are the same for an unknown user and a wrong password, and
-    failures are counted per user name (existing or not) and per client address.
+    The answer and the work done are the same for an unknown user and a wrong password.
+    Failures are counted per (user name, client address) — LOGIN_MAX_FAILURES — so that one
+    person's typos lock out nobody else behind the same proxy or NAT, and per client address
+    whatever the user name — LOGIN_MAX_FAILURES_PER_ADDRESS, much higher — so that one
+    address cannot try many user names.
     """
     now = utcnow()
-    user_key = _ledger_key("user", _user_key(username))
-    addr_key = _ledger_key("addr", client_addr or "unknown")
+    addr = client_addr or "unknown"
+    pair_key = _ledger_key("user-addr", f"{_user_key(username)}\n{addr}")
+    addr_key = _ledger_key("addr", addr)
+    limits = {pair_key: current_app.config["LOGIN_MAX_FAILURES"],
+              addr_key: current_app.config["LOGIN_MAX_FAILURES_PER_ADDRESS"]}
     # The attempt is recorded as a failure *before* the limit is checked and the password
     # hashed: checking first let every request of a parallel burst pass the check before any
     # of them had counted (16 guesses with 2 workers x 8 threads, not LOGIN_MAX_FAILURES).
     # Committed first, each attempt sees those before it, so at most the limit get through.
-    attempt = [LoginFailure(key=key, failed_at=now) for key in (user_key, addr_key)]
+    attempt = [LoginFailure(key=key, failed_at=now) for key in limits]
     db.session.add_all(attempt)
     db.session.commit()
     attempt_ids = [row.id for row in attempt]
     try:
-        _refuse_when_over_limit([user_key, addr_key], now)
+        _refuse_when_over_limit(limits, attempt_ids, now)
     except TooManyRequests:
         # A refused attempt is not a failed password check: it must not prolong the lock.
         db.session.execute(delete(LoginFailure).where(LoginFailure.id.in_(attempt_ids)))
@@ -243,8 +269,10 @@ def sign_in(username: str, password: str, client_addr: str | None) -> Grant:
 
     token, selector, token_hash = _new_token(SESSION_PREFIX)
     expires_at = now + timedelta(seconds=current_app.config["SESSION_TTL_S"])
+    # The user's failures from this address are forgiven; the address keeps its count (one
+    # valid account must not reset the count of an address that tries many names).
     db.session.execute(delete(LoginFailure).where(
-        (LoginFailure.key == user_key) | LoginFailure.id.in_(attempt_ids)))
+        (LoginFailure.key == pair_key) | LoginFailure.id.in_(attempt_ids)))
     db.session.execute(delete(UserSession).where(UserSession.user_id == user.id,
                                                  UserSession.expires_at < now))
     db.session.add(UserSession(user=user, selector=selector, token_hash=token_hash,

@@ -4,9 +4,10 @@ from sqlalchemy import select
 
 from ..errors import BadRequest, NameReserved, NameTaken, ProjectNotEmpty, ProjectNotFound
 from ..extensions import db
-from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE, name_key, validate_name
+from ..rules.names import DEFAULT_PROJECT, name_key, validate_database_name
 from ..sql.sources import current_sources
 from ..store import Agent, MLModel, Project, Skill
+from . import databases as database_service
 from .common import commit
 
 
@@ -22,24 +23,20 @@ def get_project(name: str) -> Project:
 
 
 def check_free_database_name(name: str) -> None:
-    """NameReserved when ``name`` belongs to a data source or to ``information_schema``.
+    """NameReserved (409) when ``name`` belongs to a data source.
 
     In SQL, projects and data sources are both databases (SHOW DATABASES, ``db.table``): a
-    project named like a data source could never be reached there. The other direction, a
-    data source configured with a project's name, is checked when the app starts
-    (``sql.sources`` refuses the reserved names; ``shadowed_projects`` are logged).
+    project named like a data source could never be reached there. One rule for both
+    directions, ``databases.name_owner``; a data source configured (in QUARRY_DATA_SOURCES)
+    with an existing project's name is logged at start (``shadowed_projects``).
     """
-    if name_key(name) == SYSTEM_DATABASE:
-        raise NameReserved(f"'{name}' is reserved: it is the database of SQL's catalogue "
-                           "tables", name=name)
-    source = current_sources().get(name)
-    if source is not None:
+    if database_service.name_owner(name) in ("configured", "stored"):
         raise NameReserved(f"'{name}' is the name of a data source; projects and data "
-                           "sources share one name space (SHOW DATABASES)", name=source.name)
+                           "sources share one name space (SHOW DATABASES)", name=name)
 
 
 def create_project(name: str) -> Project:
-    validate_name("project", name)
+    validate_database_name("project", name)  # information_schema is not a name (400)
     check_free_database_name(name)
     project = Project(name=name, name_key=name_key(name))
     db.session.add(project)
@@ -76,5 +73,5 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
 
 def shadowed_projects() -> list[str]:
     """Projects whose name a configured data source also has (SQL reaches the data source)."""
-    names = {n.lower() for n in current_sources().names()}
-    return [p.name for p in list_projects() if p.name_key in names]
+    registry = current_sources()
+    return [p.name for p in list_projects() if registry.is_configured(p.name)]

@@ -11,7 +11,7 @@ class ErrorCode(IntEnum):
     SYNTAX = 1               # the text cannot be parsed, or is empty
     MULTIPLE_STATEMENTS = 2  # more than one statement in one request
     READ_ONLY = 3            # not a read statement, or the read-only connection refused it
-    FORBIDDEN_FUNCTION = 4   # a function with effects (set_config, pg_read_file, load_file…)
+    FORBIDDEN_FUNCTION = 4   # not on the source's function allow-list (ts_stat, pg_read_file…)
     UNKNOWN_SOURCE = 5       # the statement names a data source that is not configured
     UNKNOWN_TABLE = 6        # the table does not exist in the data source
     CROSS_SOURCE = 7         # one statement reaches tables of two or more data sources
@@ -29,6 +29,7 @@ class ErrorCode(IntEnum):
     CONFLICT = 18            # name taken, project not empty, model not trained yet
     INVALID_STATEMENT = 19   # a value the REST route would refuse with 400 (name, USING …)
     SERVICE_FAILED = 20      # any other error of the service (e.g. the store is down)
+    OUT_OF_RANGE = 21        # a number too large for the database (LIMIT 1e25, bigint overflow)
 
 
 class SqlError(Exception):

@@ -1,14 +1,14 @@
 """Read-only execution on one data source, per dialect, with a time limit and a row cap.
 
 Layers after the parser gate (``gate.py``):
-- SQLite: opened ``mode=ro`` with an authorizer that allows reads and functions only;
+- SQLite: opened ``mode=ro`` with an authorizer that allows reads and listed functions only;
   the time limit is a progress handler that interrupts the statement inside SQLite.
 - PostgreSQL: every statement runs in ``BEGIN TRANSACTION READ ONLY`` that is always rolled
   back, with ``SET LOCAL statement_timeout`` so the server itself cancels it; rows come
   from a server-side cursor so that only ``cap + 1`` rows ever leave the server.
 - MySQL/MariaDB: ``START TRANSACTION READ ONLY``, always rolled back, with
   ``max_statement_time`` (MariaDB) / ``max_execution_time`` (MySQL) set on the session;
-  rows stream through an unbuffered cursor.
+  rows stream through an unbuffered cursor; the session is reset after every request.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 
 from .errors import ErrorCode, SqlError
 from .gate import gate
+from .roles import check_on_use
 from .sources import DataSource, SourceRegistry, current_sources
 
 _cursor_ids = itertools.count()
@@ -59,6 +60,7 @@ def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None
     bound = {n: params[n] for n in param_names} if param_names else None
     conn = _checkout(source)
     try:
+        check_on_use(source, conn)  # a source that was down at start: its account, now
         runner = {"sqlite": _run_sqlite, "postgresql": _run_postgresql,
                   "mysql": _run_mysql}[source.dialect]
         return runner(conn, sql, bound, timeout_s, max_rows, max_bytes)
@@ -66,7 +68,7 @@ def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None
         raise
     except Exception as exc:
         error = _translate(source, exc, timeout_s)
-        if error.code == ErrorCode.SOURCE_DOWN:
+        if error.code == ErrorCode.SOURCE_DOWN and conn.is_valid:
             conn.invalidate()  # a broken connection must not go back to the pool
         raise error from None
     finally:
@@ -77,9 +79,10 @@ def _checkout(source: DataSource) -> Any:
     try:
         return source.connect()
     except sa_exc.TimeoutError:
+        what = f"Data source '{source.name}'" if source.name else \
+            "The engine for statements without a table"
         raise SqlError(ErrorCode.BUSY,
-                       f"Data source '{source.name}' is busy: no free connection; "
-                       f"try again shortly") from None
+                       f"{what} is busy: no free connection; try again shortly") from None
     except Exception as exc:
         raise SqlError(ErrorCode.SOURCE_DOWN,
                        f"Data source '{source.name}' cannot be reached: "
@@ -107,7 +110,11 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     pg = conn.driver_connection
     ms = max(1, int(timeout_s * 1000))
     try:
-        pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}")
+        # The gate checked sqlglot's reading of the text, which is the standard one: with
+        # standard_conforming_strings off (a role's or server's setting) PostgreSQL would
+        # read 'a\'' , f() --' as a string *and a call* the gate never saw.
+        pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}; "
+                   "SET LOCAL standard_conforming_strings = on")
         # A server-side cursor: the server sends cap + 1 rows, not the whole result.
         cursor = pg.cursor(name=f"quarry_{next(_cursor_ids)}")
         try:
@@ -124,18 +131,29 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
 
 def _run_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float,
                max_rows: int, max_bytes: int | None) -> QueryResult:
+    try:
+        return _run_mysql_statement(conn, sql, params, timeout_s, max_rows, max_bytes)
+    finally:
+        if conn.is_valid:  # not dropped already (a truncated stream, a broken connection)
+            _reset_mysql_session(conn)
+
+
+def _run_mysql_statement(conn: Any, sql: str, params: dict | None, timeout_s: float,
+                         max_rows: int, max_bytes: int | None) -> QueryResult:
     import pymysql.cursors
 
     my = conn.driver_connection
+    mariadb = "mariadb" in my.get_server_info().lower()
     cursor = my.cursor(pymysql.cursors.SSCursor)
     if conn.info.get("quarry.timeout_s") != timeout_s:
-        if "mariadb" in my.get_server_info().lower():
+        if mariadb:
             # In seconds; 0 would mean no limit at all, so never round below 1 ms.
             cursor.execute(f"SET SESSION max_statement_time = {max(timeout_s, 0.001):.3f}")
         else:
             cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
         conn.info["quarry.timeout_s"] = timeout_s
     cursor.execute("START TRANSACTION READ ONLY")
+    started = time.monotonic()
     try:
         cursor.execute(sql, params)
         columns = [d[0] for d in cursor.description or ()]
@@ -146,12 +164,81 @@ def _run_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     except Exception:
         _quietly(my.rollback)
         raise
+    elapsed = time.monotonic() - started
     if len(rows) > max_rows:
         _abandon(conn, cursor)
-    else:
-        cursor.close()
-        my.rollback()
+        # The connection is gone, so the server cannot be asked whether it cut the
+        # statement (see below): rows that took the whole limit to come are not trusted.
+        if elapsed >= timeout_s:
+            raise _CutByTimeLimit
+        return _result(columns, rows, max_rows)
+    cursor.close()
+    if mariadb:
+        cut = elapsed >= 0.9 * timeout_s and _mariadb_cut_statement(my)
+    else:  # MySQL cannot be asked: a statement that took the whole limit is not trusted
+        cut = elapsed >= timeout_s
+    if cut:
+        raise _CutByTimeLimit
+    # No ROLLBACK of its own: the session reset that follows rolls the transaction back.
     return _result(columns, rows, max_rows)
+
+
+def _mariadb_cut_statement(my: Any) -> bool:
+    """Whether MariaDB's max_statement_time stopped the last statement without an error.
+
+    Most statements fail with error 1969 when the limit strikes. A few do not: BENCHMARK()
+    checks the kill flag, stops its loop and returns 0, and a statement without a table
+    loop to notice the flag afterwards then ends as a success (``SELECT
+    BENCHMARK(2e9, MD5('x'))`` answered ``[[0]]``). The server still counts the statement
+    in the session's Max_statement_time_exceeded, which the reset after each request puts
+    back to 0 (``_reset_mysql_session``): any count at all means this statement was cut.
+    Asked only when the statement took about the whole limit, so fast queries pay nothing.
+    """
+    cursor = my.cursor()
+    try:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Max_statement_time_exceeded'")
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return bool(row) and int(row[1]) > 0
+
+
+class _CutByTimeLimit(Exception):
+    """The server stopped the statement at its time limit but did not say so."""
+
+
+# COM_RESET_CONNECTION (MariaDB >= 10.2.4, MySQL >= 5.7.3); PyMySQL has no method for it.
+_COM_RESET_CONNECTION = 0x1F
+
+
+def _reset_mysql_session(conn: Any) -> None:
+    """Put a MariaDB/MySQL connection back as it was right after connecting.
+
+    No session state may outlive a request on a pooled connection: a user lock taken by a
+    function, a user variable, a temporary table, a prepared statement, a changed setting,
+    the counters the next caller could read (FOUND_ROWS). COM_RESET_CONNECTION drops all of
+    them in one round trip and keeps the connection (a fresh connection per request would
+    cost a TCP and authentication handshake each time). It also resets every session
+    variable to the server's default, so the settings PyMySQL made when it connected are
+    made again, and the time limit is set again on the next use. If the reset fails the
+    connection is dropped instead: it never goes back to the pool with its state.
+    """
+    my = conn.driver_connection
+    try:
+        my._execute_command(_COM_RESET_CONNECTION, b"")
+        my._read_ok_packet()
+        conn.info.pop("quarry.timeout_s", None)
+        # What pymysql.Connection.connect() does after the handshake.
+        my.set_character_set(my.charset, my.collation)
+        if my.sql_mode is not None:
+            with my.cursor() as cursor:
+                cursor.execute("SET sql_mode=%s", (my.sql_mode,))
+        if my.init_command is not None:
+            with my.cursor() as cursor:
+                cursor.execute(my.init_command)
+        my.autocommit(my.autocommit_mode)
+    except Exception:  # noqa: BLE001 - whatever went wrong, the session cannot be trusted
+        conn.invalidate()
 
 
 def _abandon(conn: Any, cursor: Any) -> None:
@@ -220,7 +307,8 @@ def _driver_message(exc: BaseException) -> str:
 
 _PG_CODES = {"57014": ErrorCode.TIME_LIMIT, "25006": ErrorCode.READ_ONLY,
              "42501": ErrorCode.PERMISSION_DENIED, "42P01": ErrorCode.UNKNOWN_TABLE,
-             "42601": ErrorCode.SYNTAX, "3F000": ErrorCode.UNKNOWN_TABLE}
+             "42601": ErrorCode.SYNTAX, "3F000": ErrorCode.UNKNOWN_TABLE,
+             "22003": ErrorCode.OUT_OF_RANGE}
 _MYSQL_CODES = {1969: ErrorCode.TIME_LIMIT, 3024: ErrorCode.TIME_LIMIT,
                 1317: ErrorCode.TIME_LIMIT, 1792: ErrorCode.READ_ONLY,
                 1146: ErrorCode.UNKNOWN_TABLE, 1049: ErrorCode.UNKNOWN_TABLE,
@@ -228,10 +316,13 @@ _MYSQL_CODES = {1969: ErrorCode.TIME_LIMIT, 3024: ErrorCode.TIME_LIMIT,
                 1143: ErrorCode.PERMISSION_DENIED, 1044: ErrorCode.PERMISSION_DENIED,
                 1045: ErrorCode.PERMISSION_DENIED, 1227: ErrorCode.PERMISSION_DENIED,
                 1370: ErrorCode.PERMISSION_DENIED, 2003: ErrorCode.SOURCE_DOWN,
-                2006: ErrorCode.SOURCE_DOWN, 2013: ErrorCode.SOURCE_DOWN}
+                2006: ErrorCode.SOURCE_DOWN, 2013: ErrorCode.SOURCE_DOWN,
+                1264: ErrorCode.OUT_OF_RANGE, 1690: ErrorCode.OUT_OF_RANGE}
 
 
 def _classify(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, _CutByTimeLimit):
+        return ErrorCode.TIME_LIMIT
     if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
         exc = exc.orig
     module = type(exc).__module__
@@ -259,6 +350,8 @@ def _classify(exc: BaseException) -> ErrorCode:
         return _classify_sqlite(exc)
     if isinstance(exc, OSError | ConnectionError):
         return ErrorCode.SOURCE_DOWN
+    if isinstance(exc, OverflowError):  # sqlite3: a parameter beyond 64-bit integers
+        return ErrorCode.OUT_OF_RANGE
     return ErrorCode.QUERY_FAILED
 
 
@@ -267,9 +360,10 @@ _SQLITE_CODES = {sqlite3.SQLITE_INTERRUPT: ErrorCode.TIME_LIMIT,  # the progress
                  sqlite3.SQLITE_AUTH: ErrorCode.READ_ONLY,        # the authorizer refused
                  sqlite3.SQLITE_READONLY: ErrorCode.READ_ONLY,
                  sqlite3.SQLITE_CANTOPEN: ErrorCode.SOURCE_DOWN}
-# SQLITE_ERROR covers every compile error alike; only its text tells these two apart.
+# SQLITE_ERROR covers compile and arithmetic errors alike; only its text tells these apart.
 _SQLITE_ERROR_TEXTS = (("no such table", ErrorCode.UNKNOWN_TABLE),
-                       ("syntax error", ErrorCode.SYNTAX))
+                       ("syntax error", ErrorCode.SYNTAX),
+                       ("integer overflow", ErrorCode.OUT_OF_RANGE))
 
 
 def _classify_sqlite(exc: sqlite3.Error) -> ErrorCode:
@@ -284,18 +378,35 @@ def _classify_sqlite(exc: sqlite3.Error) -> ErrorCode:
     return ErrorCode.QUERY_FAILED
 
 
+def _where(source: DataSource) -> str:
+    """Where a statement ran, for a message. A statement that names no table runs on no data
+    source (an in-memory SQLite whose name is empty): say that, not "data source ''"."""
+    return f"on data source '{source.name}'" if source.name else "without a data source"
+
+
+# Said after the driver's message when a statement named no table (SELECT nosuch).
+_NO_TABLE_HINT = (" (the statement names no table; to read one, write FROM <source>.<table> "
+                  "or set context.db to a data source)")
+
+
 def _translate(source: DataSource, exc: BaseException, timeout_s: float) -> SqlError:
     code = _classify(exc)
     message = _driver_message(exc)
+    where = _where(source)
     if code == ErrorCode.TIME_LIMIT:
-        return SqlError(code, f"The statement on data source '{source.name}' was cancelled: "
+        return SqlError(code, f"The statement {where} was cancelled: "
                               f"it ran past the time limit of {timeout_s:g} s")
     if code == ErrorCode.SOURCE_DOWN:
         return SqlError(code, f"Data source '{source.name}' cannot be reached: {message}")
     if code == ErrorCode.READ_ONLY:
-        return SqlError(code, f"The statement is refused: data source '{source.name}' is "
-                              f"read-only ({message})")
-    return SqlError(code, f"The statement failed on data source '{source.name}': {message}")
+        return SqlError(code, f"The statement is refused {where}: it is read-only "
+                              f"({message})")
+    if code == ErrorCode.OUT_OF_RANGE:
+        if isinstance(exc, OverflowError):
+            message = "an integer parameter is beyond 64 bits"
+        return SqlError(code, f"A number is too large {where}: {message}")
+    hint = "" if source.name else _NO_TABLE_HINT
+    return SqlError(code, f"The statement failed {where}: {message}{hint}")
 
 
 def fetch_rows(source: str, select_sql: str, *, max_rows: int, timeout_s: float | None = None,

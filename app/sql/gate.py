@@ -8,15 +8,16 @@ through a parser difference (comments, quoting games, dollar quotes).
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
 
 from .errors import ErrorCode, SqlError
 from .sources import DataSource, SourceRegistry
+from .syntax import parse_sqlglot
 
 _READ_KINDS = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 
@@ -58,24 +59,15 @@ class GatedStatement:
     source: DataSource | None     # None: no table at all (SELECT 1)
     sql: str                      # in the source's dialect, placeholders in driver style
     param_names: tuple[str, ...]
+    count_params: tuple[str, ...] = ()  # :names given as LIMIT/OFFSET (64-bit integers)
 
 
 def parse_single(query: str, dialect: str | None) -> exp.Expression:
-    """Exactly one statement, parsed; SYNTAX or MULTIPLE_STATEMENTS otherwise."""
+    """Exactly one statement, parsed; SYNTAX (in SQL words, ``syntax.py``) or
+    MULTIPLE_STATEMENTS otherwise."""
     if not query or not query.strip():
         raise SqlError(ErrorCode.SYNTAX, "The SQL statement is empty")
-    try:
-        statements = [s for s in sqlglot.parse(query, read=dialect or None) if s is not None]
-    except ParseError as exc:
-        first = exc.errors[0] if exc.errors else {}
-        where = (f" at line {first.get('line')}, column {first.get('col')}"
-                 if first.get("line") else "")
-        reason = first.get("description") or str(exc).splitlines()[0]
-        raise SqlError(ErrorCode.SYNTAX,
-                       f"The SQL statement cannot be parsed: {reason}{where}") from None
-    except (TokenError, RecursionError, ValueError) as exc:
-        raise SqlError(ErrorCode.SYNTAX,
-                       f"The SQL statement cannot be parsed: {exc}") from None
+    statements = parse_sqlglot(query, dialect)
     if not statements:
         raise SqlError(ErrorCode.SYNTAX, "The SQL statement is empty")
     if len(statements) > 1:
@@ -86,7 +78,10 @@ def parse_single(query: str, dialect: str | None) -> exp.Expression:
 
 def check_functions(statement: exp.Expression, source: DataSource) -> None:
     """FORBIDDEN_FUNCTION unless every function the statement calls is on the source's
-    allow-list (see ``functions.py``): a function nobody thought of is refused by default."""
+    allow-list (see ``functions/``): a function nobody thought of is refused by default."""
+    refusal = source.functions.statement_refusal(statement)
+    if refusal is not None:
+        raise SqlError(ErrorCode.FORBIDDEN_FUNCTION, refusal)
     for node in statement.walk():
         refusal = source.functions.refusal(node)
         if refusal is not None:
@@ -96,8 +91,14 @@ def check_functions(statement: exp.Expression, source: DataSource) -> None:
 def check_read_only(statement: exp.Expression, dialect: str | None) -> None:
     """READ_ONLY / FORBIDDEN_FUNCTION unless the statement only reads."""
     if not isinstance(statement, _READ_KINDS):
-        kind = (str(statement.this).split()[0] if isinstance(statement, exp.Command)
-                else statement.key)
+        if isinstance(statement, exp.Command):
+            kind = str(statement.this).split()[0]
+        elif isinstance(statement, exp.Alias | exp.Condition | exp.Func):
+            # A word sqlglot does not know as a statement (LISTEN x, DISCARD ALL) reads as
+            # a column and its alias: name the word, not the parser's node.
+            kind = re.match(r"\W*(\w*)", statement.sql()).group(1) or statement.key
+        else:
+            kind = statement.key
         raise SqlError(ErrorCode.READ_ONLY,
                        f"Only SELECT statements run on data sources (read-only); "
                        f"{kind.upper()} is refused")
@@ -109,6 +110,59 @@ def check_read_only(statement: exp.Expression, dialect: str | None) -> None:
         if isinstance(node, exp.PropertyEQ) and dialect == "mysql":
             raise SqlError(ErrorCode.READ_ONLY,
                            "The statement is refused (read-only): it assigns a variable")
+
+
+# Row counts are 64-bit integers in every database; beyond, each answers in its own words
+# (SQLite "datatype mismatch", PostgreSQL "bigint out of range", MariaDB a syntax error).
+MAX_ROW_COUNT = 2**63 - 1
+
+
+def _row_counts(statement: exp.Expression) -> list[tuple[str, exp.Expression]]:
+    """(clause, value) of every LIMIT, OFFSET and FETCH count in the statement."""
+    found = []
+    for node in statement.find_all(exp.Limit, exp.Offset, exp.Fetch):
+        for part in ("expression", "offset", "count"):
+            value = node.args.get(part)
+            if isinstance(value, exp.Expression):
+                clause = "OFFSET" if part == "offset" or isinstance(node, exp.Offset) \
+                    else node.key.upper()
+                found.append((clause, value))
+    return found
+
+
+def check_row_counts(statement: exp.Expression) -> tuple[str, ...]:
+    """OUT_OF_RANGE for a LIMIT/OFFSET number beyond 64 bits; the :names used as counts."""
+    names = []
+    for clause, value in _row_counts(statement):
+        number = value.this if isinstance(value, exp.Neg) else value
+        if isinstance(number, exp.Placeholder) and number.name:
+            names.append(number.name)
+        if isinstance(number, exp.Literal) and not number.is_string:
+            if _too_large(number.this):
+                raise SqlError(ErrorCode.OUT_OF_RANGE,
+                               f"The number {value.sql()} in {clause} is too large: a row "
+                               f"count is at most {MAX_ROW_COUNT}")
+    return tuple(names)
+
+
+def _too_large(text: str) -> bool:
+    if text.isdigit():  # exact (a float would round 2**63 - 1 up); no int() of 5 000 digits
+        return len(text.lstrip("0")) > 19 or int(text) > MAX_ROW_COUNT
+    try:
+        return abs(float(text)) > MAX_ROW_COUNT
+    except ValueError:  # not a plain number: the database says what it is
+        return False
+
+
+def check_count_params(gated: GatedStatement, params: dict[str, Any] | None) -> None:
+    """OUT_OF_RANGE when a parameter given as LIMIT/OFFSET is an integer beyond 64 bits."""
+    for name in gated.count_params:
+        value = (params or {}).get(name)
+        if isinstance(value, int) and not isinstance(value, bool) \
+                and abs(value) > MAX_ROW_COUNT:
+            raise SqlError(ErrorCode.OUT_OF_RANGE,
+                           f"Parameter :{name} = {value} is too large for LIMIT/OFFSET: a row "
+                           f"count is at most {MAX_ROW_COUNT}")
 
 
 def _qualifier_sources(statement: exp.Expression, registry: SourceRegistry,
@@ -189,9 +243,11 @@ def _gate(query: str, registry: SourceRegistry, context_db: str | None) -> Gated
         _qualifier_sources(statement, registry, context)
     if target is not None:
         check_functions(statement, target)
+    count_params = check_row_counts(statement)
     sql, names = _render(statement, target.dialect if target else "sqlite",
                          target.sqlglot_dialect if target else "sqlite")
-    return GatedStatement(source=source, sql=sql, param_names=tuple(names))
+    return GatedStatement(source=source, sql=sql, param_names=tuple(names),
+                          count_params=count_params)
 
 
 def _parse_any(query: str, registry: SourceRegistry) -> tuple[exp.Expression, str | None]:

@@ -27,6 +27,10 @@ from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE
 from .demo import ensure_demo
 from .errors import ErrorCode, SqlError
 from .functions import FunctionPolicy, policy_for
+from .functions.sqlite import SQLITE_FUNCTIONS
+from .roles import PRIVILEGED_ROLE_MODES, RoleReport, check_account, refuse_at_start
+
+log = logging.getLogger(__name__)
 
 EXTENSION_KEY = "quarry.sources"
 DEMO_NAME = "demo"
@@ -42,19 +46,18 @@ _BACKENDS = {
     "mariadb": ("mysql", "mysql", "pymysql"),
 }
 
-# SQLite authorizer: reads and function calls only. mode=ro alone still lets ATTACH create
-# and write other files, and PRAGMA query_only can be switched off by the caller.
+# SQLite authorizer: reads, and calls of the built-in functions on the allow-list only.
+# mode=ro alone still lets ATTACH create and write other files, and PRAGMA query_only can be
+# switched off by the caller.
 _SQLITE_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
                    getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
-_SQLITE_DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit",
-                            "fts3_tokenizer", "sqlite_dbpage"}
 
 
 def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, _db: str | None,
                        _source: str | None) -> int:
     if action not in _SQLITE_ALLOWED:
         return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS:
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in SQLITE_FUNCTIONS:
         return sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK
 
@@ -89,10 +92,16 @@ class DataSource:
     engine_name: str = ""          # what SHOW DATABASES calls the engine
     info: dict[str, Any] = field(default_factory=dict)
     functions: FunctionPolicy = field(default=None)  # type: ignore[assignment]
+    # Options of the DATA_SOURCES entry (docs/sql.md): functions allowed beyond the
+    # built-in allow-list (PostgreSQL), and what a privileged account means (roles.py).
+    allow_functions: frozenset[str] = frozenset()
+    privileged_role: str = "warn"
+    role: RoleReport | None = None  # None: not checked yet (or SQLite: no accounts)
 
     def __post_init__(self) -> None:
         if self.functions is None:
             self.functions = policy_for(self.dialect)
+        self.functions.bind(self)
 
 
 class SourceRegistry:
@@ -103,12 +112,37 @@ class SourceRegistry:
         self.constants: DataSource | None = None  # table-less SELECTs run here
         # Gated statements: dashboards repeat their queries.
         self.gate_cache: LruCache[tuple, Any] = LruCache(1024)
+        # Sources created at run time and kept in the store (runtime.py); wired by the factory.
+        self.runtime: Any = None
 
     def add(self, source: DataSource) -> None:
         self._sources[source.name.lower()] = source
 
     def get(self, name: str) -> DataSource | None:
-        return self._sources.get(name.lower())
+        source = self._sources.get(name.lower())
+        if source is None and self.runtime is not None:
+            return self.runtime.get(name)
+        return source
+
+    def is_configured(self, name: str) -> bool:
+        """Whether ``name`` is a configured source (QUARRY_DATA_SOURCES or demo)."""
+        return name.lower() in self._sources
+
+    def attach_runtime(self, runtime: Any) -> None:
+        """Serve the runtime sources too; a change to them empties the gate's cache."""
+        self.runtime = runtime
+        runtime.on_change = self.forget_gated
+
+    def forget_gated(self) -> None:
+        # Cached gated statements hold their DataSource: a replaced source must not be used.
+        self.gate_cache = LruCache(1024)
+
+    def _runtime_pairs(self) -> list[tuple[str, str]]:
+        """(name, engine) of the runtime sources that no configured source shadows."""
+        if self.runtime is None:
+            return []
+        return [(s.name, s.engine) for s in self.runtime.stored()
+                if s.name.lower() not in self._sources]
 
     def require(self, name: str) -> DataSource:
         source = self.get(name)
@@ -119,22 +153,33 @@ class SourceRegistry:
         return source
 
     def names(self) -> list[str]:
-        return sorted(s.name for s in self._sources.values())
+        return sorted([*(s.name for s in self._sources.values()),
+                       *(name for name, _ in self._runtime_pairs())])
+
+    def sources(self) -> list[DataSource]:
+        """Every configured data source, by name."""
+        return sorted(self._sources.values(), key=lambda s: s.name)
 
     def dialects(self) -> list[str]:
-        """The sqlglot dialects of the configured sources, each once."""
-        return sorted({s.sqlglot_dialect for s in self._sources.values()})
+        """The sqlglot dialects of the data sources, each once."""
+        dialects = {s.sqlglot_dialect for s in self._sources.values()}
+        # Runtime sources are not built before their first use: their dialect by engine.
+        dialects |= {engine if engine in ("postgres", "sqlite") else "mysql"
+                     for _, engine in self._runtime_pairs()}
+        return sorted(dialects)
 
     def describe(self) -> list[tuple[str, str]]:
         """(name, engine) of every data source, e.g. ("demo", "sqlite")."""
-        return [(s.name, s.engine_name) for s in sorted(self._sources.values(),
-                                                         key=lambda s: s.name)]
+        pairs = [(s.name, s.engine_name) for s in self._sources.values()]
+        return sorted(pairs + self._runtime_pairs())
 
     def dispose(self) -> None:
         """Close every pooled connection (idempotent)."""
         for source in [*self._sources.values(), self.constants]:
             if source is not None:
                 source.dispose()
+        if self.runtime is not None:
+            self.runtime.dispose()
 
 
 def _sqlite_source(name: str, path: str | None, settings: dict[str, Any], timeout_s: float,
@@ -161,7 +206,20 @@ def _server_source(name: str, url: Any, dialect: str, glot: str, settings: dict[
         def _autocommit(dbapi_connection, _record):
             # execute.py opens each READ ONLY transaction itself and always rolls it back.
             dbapi_connection.autocommit = True
+            # psycopg prepares a statement it has run five times (ROLLBACK is one), and
+            # DISCARD ALL below drops prepared statements on the server behind its back.
+            dbapi_connection.prepare_threshold = None
             _lenient_pg_loaders(dbapi_connection)
+
+        @event.listens_for(engine, "reset")
+        def _discard_session(dbapi_connection, _record, _reset_state):
+            # No session state outlives a request: a rollback leaves session advisory
+            # locks, prepared statements, settings and temporary objects in place, so the
+            # next request on this pooled connection would inherit them. DISCARD ALL cannot
+            # run inside a transaction: the rollback ran first. Should it fail, the pool
+            # drops the connection instead of reusing it.
+            if not dbapi_connection.closed:
+                dbapi_connection.execute("DISCARD ALL", prepare=False)
 
     return DataSource(name=name, dialect=dialect, sqlglot_dialect=glot, timeout_s=timeout_s,
                       max_rows=max_rows, connect=engine.raw_connection, dispose=engine.dispose,
@@ -202,7 +260,8 @@ def _lenient_pg_loaders(conn: Any) -> None:
 
 
 def build_source(name: str, spec: Any, settings: dict[str, Any]) -> DataSource:
-    """A DataSource from one DATA_SOURCES entry: a URL, or {url, timeout_s, max_rows}."""
+    """A DataSource from one DATA_SOURCES entry: a URL, or {url, timeout_s, max_rows,
+    privileged_role, allow_functions}."""
     if not _NAME_RE.match(name):
         raise RuntimeError(f"QUARRY_DATA_SOURCES: '{name}' is not a valid data source name")
     if name.lower() in RESERVED_NAMES:
@@ -222,12 +281,29 @@ def build_source(name: str, spec: Any, settings: dict[str, Any]) -> DataSource:
         raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}']: unsupported database '{backend}' "
                            f"(supported: sqlite, postgresql, mysql, mariadb)")
     dialect, glot, driver = _BACKENDS[backend]
+    privileged_role, allow_functions = _source_options(name, spec)
     if dialect == "sqlite":
         return _sqlite_source(name, url.database, settings, timeout_s, max_rows)
     url = url.set(drivername=f"{'postgresql' if dialect == 'postgresql' else backend}+{driver}")
     source = _server_source(name, url, dialect, glot, settings, timeout_s, max_rows)
     source.engine_name = backend if backend != "postgres" else "postgresql"
+    source.privileged_role = privileged_role
+    source.allow_functions = allow_functions
     return source
+
+
+def _source_options(name: str, spec: dict[str, Any]) -> tuple[str, frozenset[str]]:
+    """The checked ``privileged_role`` and ``allow_functions`` of a DATA_SOURCES entry."""
+    mode = spec.get("privileged_role", "warn")
+    if mode not in PRIVILEGED_ROLE_MODES:
+        raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}']: privileged_role must be one of "
+                           f"{', '.join(PRIVILEGED_ROLE_MODES)}, not {mode!r}")
+    allowed = spec.get("allow_functions", [])
+    if not isinstance(allowed, list) or not all(
+            isinstance(f, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", f) for f in allowed):
+        raise RuntimeError(f"QUARRY_DATA_SOURCES['{name}']: allow_functions must be a list "
+                           f"of function names (without schema or arguments)")
+    return mode, frozenset(f.lower() for f in allowed)
 
 
 def demo_path(app: Flask) -> str:
@@ -252,10 +328,40 @@ def init_sources(app: Flask) -> SourceRegistry:
                                     settings["SQL_MAX_ROWS"]))
     registry.constants = _sqlite_source("", None, settings, settings["SQL_TIMEOUT_S"],
                                         settings["SQL_MAX_ROWS"])
+    try:
+        for source in registry.sources():
+            _first_contact(source)
+            refuse_at_start(source)  # a privileged account with privileged_role "refuse"
+    except RuntimeError:
+        registry.dispose()
+        raise
     app.extensions[EXTENSION_KEY] = registry
     # Pools close with the app (tests build many apps) and at interpreter exit.
     weakref.finalize(app, registry.dispose)
     return registry
+
+
+def _first_contact(source: DataSource) -> None:
+    """At start, over one connection: check the account (``roles.py``) and read what the
+    function policy needs (PostgreSQL's catalog). A source that cannot be reached is not an
+    error: both happen on its first statement instead. The connection is closed again, so
+    that no pooled connection outlives gunicorn's master into its forked workers."""
+    if source.dialect == "sqlite":
+        return
+    try:
+        conn = source.connect()
+        try:
+            check_account(source, conn.driver_connection)
+            source.functions.warm(conn.driver_connection)
+        finally:
+            conn.close()
+    except Exception as exc:  # noqa: BLE001 - any failure: leave it for the first statement
+        text = str(exc).strip()
+        log.info("Data source '%s' cannot be checked at start (%s); its account and "
+                 "functions are checked on its first statement", source.name,
+                 text.splitlines()[0] if text else type(exc).__name__)
+    finally:
+        source.dispose()
 
 
 def current_sources() -> SourceRegistry:

@@ -2,9 +2,10 @@
 
 from .agent import Agent, AgentSkill
 from .auth import ApiToken, LoginFailure, User, UserSession
+from .data_source import DataSourceRecord
 from .ml_model import MLModel
 from .project import Project
 from .skill import Skill
 
-__all__ = ["Agent", "AgentSkill", "ApiToken", "LoginFailure", "MLModel", "Project", "Skill",
-           "User", "UserSession"]
+__all__ = ["Agent", "AgentSkill", "ApiToken", "DataSourceRecord", "LoginFailure", "MLModel",
+           "Project", "Skill", "User", "UserSession"]

@@ -64,11 +64,12 @@ class UserSession(db.Model):
 
 
 class LoginFailure(db.Model):
-    """One failed sign-in, counted against a user name and against a client address.
+    """One failed sign-in, counted against a user name from a client address and against
+    the address alone (two rows per attempt).
 
     Kept in the store (not in process memory) so that every gunicorn worker, on every host,
-    sees the same count. ``key`` is a sha256 of "user:<name>" or "addr:<ip>", so a password
-    typed into the user name field is not kept in clear.
+    sees the same count. ``key`` is a sha256 of "user-addr:<name>\n<ip>" or "addr:<ip>", so a
+    password typed into the user name field is not kept in clear.
     """
 
     __tablename__ = "login_failures"

@@ -104,9 +104,9 @@ def test_project_may_not_take_a_data_source_name_on_rest_or_sql(make_app, tmp_pa
     warehouse = tmp_path / "warehouse.db"
     sqlite3.connect(warehouse).close()
     client = make_app(DATA_SOURCES={"Warehouse": f"sqlite:///{warehouse}"}).test_client()
-    for name in ("demo", "DEMO", "warehouse", "information_schema", "Information_Schema"):
+    for name in ("demo", "DEMO", "warehouse"):
         body = assert_problem(client.post("/api/projects", json={"name": name}), 409,
-                              name, "reserved")
+                              name, "data source")
         assert body["title"] == "Name reserved"
         for statement in (f"CREATE PROJECT {name}", f"CREATE PROJECT IF NOT EXISTS {name}",
                           f"CREATE DATABASE {name}"):
@@ -114,6 +114,14 @@ def test_project_may_not_take_a_data_source_name_on_rest_or_sql(make_app, tmp_pa
             assert answer["type"] == "error", (statement, answer)
             assert answer["error_code"] == ErrorCode.CONFLICT, answer
             assert name in answer["error_message"]
+    # information_schema, SQL's catalogue, is not a name a database can have at all.
+    for name in ("information_schema", "Information_Schema"):
+        body = assert_problem(client.post("/api/projects", json={"name": name}), 400,
+                              name, "system database")
+        assert "name" in body["errors"]
+        answer = _sql(client, f"CREATE PROJECT {name}")
+        assert answer["error_code"] == ErrorCode.INVALID_STATEMENT, answer
+        assert name in answer["error_message"]
     assert [p["name"] for p in client.get("/api/projects").get_json()] == ["mindsdb"]
     # SQL still reaches the data source by that name.
     answer = _sql(client, "SHOW SKILLS FROM demo")

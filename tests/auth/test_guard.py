@@ -1,4 +1,5 @@
-"""With sign-in required, every route but status and login refuses anonymous callers.
+"""With sign-in required, every route but status, login and the liveness probe refuses
+anonymous callers.
 
 The routes are read from ``app.url_map``, so a route added later is covered without
 touching this file.
@@ -13,8 +14,9 @@ from tests.helpers import assert_problem
 
 from .conftest import SECRET_KEY, add_token, sign_in
 
-# The only (path, method) pairs open to an anonymous caller.
-PUBLIC = {("/api/status", "GET"), ("/api/login", "POST")}
+# The only (path, method) pairs open to an anonymous caller. Readiness and /metrics, when
+# they come, are open only to QUARRY_METRICS_ALLOW, not to everyone: not in this set.
+PUBLIC = {("/api/status", "GET"), ("/api/login", "POST"), ("/api/util/ping", "GET")}
 ARGUMENT_VALUES = {"int": 1, "float": 1.0}
 
 
@@ -31,7 +33,7 @@ def _every_route(app) -> list[tuple[str, str]]:
     return routes
 
 
-def test_every_route_but_status_and_login_refuses_anonymous(auth_app, auth_client):
+def test_every_route_but_status_login_and_ping_refuses_anonymous(auth_app, auth_client):
     routes = _every_route(auth_app)
     assert {("/api/projects", "GET"), ("/api/logout", "POST")} <= set(routes)
     assert PUBLIC <= set(routes)
@@ -54,6 +56,27 @@ def test_every_route_lets_a_signed_in_caller_through(auth_app, auth_client, alic
         response = auth_client.open(path, method=method, json={},
                                     headers={"X-Api-Key": token})
         assert response.status_code != 401, (path, method, response.get_json())
+
+
+def test_liveness_probe_needs_no_credentials_and_reveals_nothing(auth_client, alice,
+                                                                  auth_app):
+    anonymous = auth_client.get("/api/util/ping")
+    assert anonymous.status_code == 200 and anonymous.mimetype == "application/json"
+    assert anonymous.get_json() == {"status": "ok"}
+    assert "Set-Cookie" not in anonymous.headers
+    # A signed-in caller learns nothing more from it either.
+    token = add_token(auth_app)
+    signed_in = auth_client.get("/api/util/ping", headers={"X-Api-Key": token})
+    assert signed_in.get_data() == anonymous.get_data()
+    # Only GET is open: other methods are not routes at all.
+    assert_problem(auth_client.post("/api/util/ping", json={}), 405)
+
+
+def test_liveness_probe_answers_while_the_store_is_down(make_auth_app, tmp_path):
+    app = make_auth_app(DATABASE_URL=f"sqlite:///{tmp_path}/missing-dir/store.db")
+    client = app.test_client()
+    assert client.get("/api/util/ping").get_json() == {"status": "ok"}
+    assert_problem(client.get("/api/projects", headers={"X-Api-Key": "qt_" + "0" * 59}), 503)
 
 
 def test_openapi_document_is_guarded_too(auth_client, alice, auth_app):

@@ -166,3 +166,40 @@ def test_model_versions(url):
     assert [v.version for v in model.list_versions()] == [2, 3]
     project.models.drop("vm")
     assert project.models.list() == []
+
+
+def test_objects_quarry_does_not_have_say_so(url):
+    """jobs, views, knowledge bases, ML engines, triggers and chatbots: the sdk's own calls
+    raise with Quarry's sentence, not "names no data source" or "No such endpoint"."""
+    server = mindsdb_sdk.connect(url)
+    project = server.get_project("mindsdb")
+    for call in (project.list_jobs, lambda: project.get_job("j1"),
+                 lambda: project.create_job("j1", "SELECT * FROM demo.iris", repeat_min=60),
+                 lambda: project.drop_job("j1")):
+        with pytest.raises(RuntimeError, match="^JOBS are not supported by Quarry"):
+            call()
+    with pytest.raises(RuntimeError, match="^VIEWS are not supported by Quarry"):
+        project.create_view("v1", "SELECT * FROM iris", database="demo")
+    with pytest.raises(RuntimeError, match="^VIEWS are not supported by Quarry"):
+        project.drop_view("v1")
+    # views.list() reads the object tree: 501, naming views too.
+    with pytest.raises(requests.HTTPError, match="VIEWS are not supported by Quarry") as error:
+        project.list_views()
+    assert error.value.response.status_code == 501
+    with pytest.raises(requests.HTTPError,
+                       match="KNOWLEDGE_BASES are not supported by Quarry") as error:
+        project.knowledge_bases.list()
+    assert error.value.response.status_code == 501
+    for call in (server.ml_engines.list,
+                 lambda: server.ml_engines.create("e1", "openai", {"api_key": "sk-x"}),
+                 lambda: server.ml_engines.drop("e1")):
+        with pytest.raises(RuntimeError, match="^ML_ENGINES are not supported by Quarry"):
+            call()
+    # The sdk has no calls for triggers and chatbots; its query() sends the statements.
+    for sql, word in (("SHOW TRIGGERS", "TRIGGERS"), ("SHOW CHATBOTS", "CHATBOTS"),
+                      ("CREATE TRIGGER t1 ON demo.iris (SELECT 1)", "TRIGGERS"),
+                      ("DROP CHATBOT c1", "CHATBOTS")):
+        with pytest.raises(RuntimeError, match=f"^{word} are not supported by Quarry"):
+            project.query(sql).fetch()
+    # Everything else still works on the same connection.
+    assert len(project.query("SELECT * FROM demo.iris LIMIT 2").fetch()) == 2

@@ -25,7 +25,7 @@ SLOW_SELECT = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
     ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
                "USING validation_fraction = 2"}, ["validation_fraction"]),
     ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
-               "USING max_rows = -3"}, ["max_rows"]),
+               "USING max_rows = -3"}, ["line 1, column 83 near '-'"]),  # MindsDB's parser
     ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
                "USING join_learn_process = 'maybe'"}, ["join_learn_process"]),
     ({"query": "CREATE MODEL p1.m PREDICT species"}, ["from"]),

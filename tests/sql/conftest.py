@@ -19,6 +19,7 @@ import psycopg
 import pymysql
 import pytest
 from flask import Flask
+from sqlalchemy.engine import make_url
 
 from app import create_app
 
@@ -122,6 +123,23 @@ def maria_source() -> Iterator[dict[str, str]]:
     finally:
         with contextlib.closing(mysql_connect(None)) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{SRC_DB}`")
+
+
+@pytest.fixture(scope="session")
+def maria_ro_source(maria_source) -> Iterator[dict[str, str]]:
+    """The MariaDB source through a SELECT-only account (as docs/sql.md recommends):
+    {"url", "user"}; the account is dropped at the end of the session."""
+    with contextlib.closing(mysql_connect(None)) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{RO_ROLE}'@'%'")
+        cur.execute(f"CREATE USER '{RO_ROLE}'@'%'")
+        cur.execute(f"GRANT SELECT ON `{SRC_DB}`.* TO '{RO_ROLE}'@'%'")
+    server = make_url(maria_source["url"])
+    url = server.set(username=RO_ROLE, password=None).render_as_string(hide_password=False)
+    try:
+        yield {"url": url, "user": RO_ROLE}
+    finally:
+        with contextlib.closing(mysql_connect(None)) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{RO_ROLE}'@'%'")
 
 
 @pytest.fixture(scope="session")

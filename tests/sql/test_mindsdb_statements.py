@@ -73,8 +73,12 @@ def test_project_statements_match_rest(client):
     ok(client, "CREATE DATABASE p2")                          # MindsDB: a project
     ok(client, "CREATE DATABASE p3 WITH ENGINE = 'mindsdb'")  # what mindsdb_sdk sends
     error(client, "CREATE PROJECT 9lives", ErrorCode.INVALID_STATEMENT, "9lives")
+    # With an engine it is a data source (tests/databases): checked like POST /api/databases.
     error(client, "CREATE DATABASE pg WITH ENGINE = 'postgres', "
-                  "PARAMETERS = {\"host\": \"x\"}", ErrorCode.UNSUPPORTED, "pg", "postgres")
+                  "PARAMETERS = {\"host\": \"x\"}", ErrorCode.INVALID_STATEMENT, "database",
+          "user")
+    error(client, "CREATE DATABASE mg WITH ENGINE = 'mongodb'", ErrorCode.INVALID_STATEMENT,
+          "mongodb")
     error(client, "CREATE PROJECT demo", ErrorCode.CONFLICT, "demo")
     assert rest_project_names(client) == ["mindsdb", "p1", "p2", "p3"]
 

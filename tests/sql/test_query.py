@@ -78,7 +78,7 @@ def test_two_sources_in_one_statement_are_refused_naming_them(query):
     ("SELECT * FROM demo.nope", None, ErrorCode.UNKNOWN_TABLE, ["no such table: nope"]),
     ("SELECT * FROM nope", "pg", ErrorCode.UNKNOWN_TABLE, ["nope", "does not exist"]),
     ("SELECT * FROM nope", "maria", ErrorCode.UNKNOWN_TABLE, ["nope", "doesn't exist"]),
-    ("SELEC 1", None, ErrorCode.SYNTAX, ["cannot be parsed"]),
+    ("SELEC 1", None, ErrorCode.SYNTAX, ["line 1, column 1", "did you mean SELECT"]),
     ("SELECT 1; SELECT 2", None, ErrorCode.MULTIPLE_STATEMENTS, ["one sql statement"]),
     ("SELECT nocolumn FROM items", "pg", ErrorCode.QUERY_FAILED, ["nocolumn"]),
     ("SELECT 1 / 0 AS x FROM items", "pg", ErrorCode.QUERY_FAILED, ["division by zero"]),
@@ -220,9 +220,10 @@ def test_a_busy_source_answers_busy_after_the_pool_wait(make_app, sources):
     started = time.monotonic()
     body = client.post("/api/sql/query", json={"query": "SELECT 1", "context": {"db": "pg"}}
                        ).get_json()
+    waited = time.monotonic() - started  # not counting the slow request's own end
     slow.join()
     assert body["type"] == "error" and body["error_code"] == ErrorCode.BUSY, body
-    assert time.monotonic() - started < 1.0
+    assert waited < 1.0
     assert client.post("/api/sql/query", json={"query": "SELECT 1 AS a", "context": {
         "db": "pg"}}).get_json()["data"] == [[1]]
 

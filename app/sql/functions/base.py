@@ -1,14 +1,14 @@
 """The policy interface: which functions a statement may call on a data source.
 
-The gate (``gate.py``) walks the parsed statement and asks the target source's policy about
-every node; a policy answers None (allowed) or the reason for refusing.
-
-INTERIM: these policies still hold the old deny-lists; they are being replaced by
-allow-lists (PostgreSQL from the source's own ``pg_proc``, MariaDB and SQLite from lists of
-built-ins), so that a function nobody thought of is refused by default.
+The gate (``gate.py``) asks the target source's policy about the whole statement once
+(``statement_refusal``) and then about every node (``refusal``); a policy answers None
+(allowed) or the reason for refusing. PostgreSQL's policy is an allow-list read from the
+source's own catalog (``postgresql.py``); the others still hold name lists.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlglot import exp
 
@@ -25,6 +25,18 @@ class FunctionPolicy:
 
     denied: frozenset[str] = frozenset()
     denied_prefixes: tuple[str, ...] = ()
+
+    def bind(self, source: Any) -> None:
+        """Called once by the DataSource that owns this policy (a policy that reads the
+        source's catalog keeps it; the name-list policies need nothing)."""
+
+    def warm(self, dbapi_connection: Any) -> None:
+        """Read now, over an open connection of the source (at start), what the policy
+        would otherwise read on first use; the name-list policies need nothing."""
+
+    def statement_refusal(self, statement: exp.Expression) -> str | None:
+        """Checks that need the whole statement (e.g. its generated SQL); None: allowed."""
+        return None
 
     def refusal(self, node: exp.Expression) -> str | None:
         if not isinstance(node, exp.Func):

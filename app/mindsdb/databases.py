@@ -1,0 +1,99 @@
+"""MindsDB statements about data sources: CREATE / DROP / ALTER DATABASE, DESCRIBE DATABASE.
+
+``CREATE DATABASE name`` without an engine (or with ENGINE = 'mindsdb') still creates a
+project (``statements.create_project``); with an engine it connects a data source through
+the same service functions as /api/databases. SHOW [FULL] DATABASES and SHOW TABLES FROM a
+data source are answered in ``statements`` (they read the registry, which serves the
+stored sources too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from mindsdb_sql_parser.ast import Describe, DropDatabase
+from mindsdb_sql_parser.ast.mindsdb import AlterDatabase, CreateDatabase
+
+from ..errors import DatabaseNotFound, NameTaken
+from ..services import databases as database_service
+from ..sql.errors import ErrorCode, SqlError
+from . import statements, tables
+from .context import Context
+from .errors import if_clause, service_errors
+from .relation import Relation
+
+Body = dict[str, Any]
+
+
+@contextlib.contextmanager
+def _database_errors(name: str) -> Iterator[None]:
+    try:
+        with service_errors({DatabaseNotFound: name, NameTaken: name}):
+            yield
+    except database_service.ConnectionFailed as exc:
+        raise SqlError(ErrorCode.SOURCE_DOWN,
+                       f"Can't connect to database '{name}': {exc.detail}") from None
+
+
+def _single_name(statement: Any, identifier: Any) -> str:
+    parts = [str(p) for p in identifier.parts]
+    if len(parts) != 1:
+        raise SqlError(ErrorCode.INVALID_STATEMENT, f"Invalid database name '{'.'.join(parts)}'")
+    return parts[0]
+
+
+def create_database(statement: CreateDatabase, ctx: Context) -> Body:
+    engine = str(statement.engine) if statement.engine is not None else None
+    if engine is None or engine.lower() in ("mindsdb", "project"):
+        return statements.create_project(statement, ctx)
+    name = _single_name(statement, statement.name)
+    params = statement.parameters if statement.parameters is not None else {}
+    with _database_errors(name), if_clause(statement.if_not_exists, NameTaken):
+        if statement.is_replace and database_service.is_data_source(name):
+            database_service.update_database(name, engine, params, check=True)
+        else:
+            # MindsDB checks the connection before it keeps a database created by SQL.
+            database_service.create_database(name, engine, params, check=True)
+    return statements.ok_body(ctx)
+
+
+def drop_database(statement: DropDatabase, ctx: Context) -> Body:
+    name = _single_name(statement, statement.name)
+    if ctx.registry.is_configured(name) or not database_service.is_data_source(name):
+        return statements.drop_project(statement, ctx)  # a project, or the configured refusal
+    with _database_errors(name), if_clause(statement.if_exists, DatabaseNotFound):
+        database_service.delete_database(name)
+    return statements.ok_body(ctx)
+
+
+def alter_database(statement: AlterDatabase, ctx: Context) -> Body:
+    name = _single_name(statement, statement.name)
+    changes = dict(statement.params or {})
+    params = changes.pop("parameters", None)
+    engine = changes.pop("engine", None)
+    if changes:
+        raise SqlError(ErrorCode.INVALID_STATEMENT,
+                       f"ALTER DATABASE changes PARAMETERS (and ENGINE); not: "
+                       f"{', '.join(changes)}")
+    if not database_service.is_data_source(name):
+        raise SqlError(ErrorCode.NOT_FOUND, f"Database not found: {name}")
+    with _database_errors(name):
+        database_service.update_database(name, engine, params, check=True)
+    return statements.ok_body(ctx)
+
+
+def describe(statement: Describe, ctx: Context) -> Body:
+    """DESCRIBE DATABASE x, or DESCRIBE x when x is a data source; else a model's DESCRIBE."""
+    kind = (statement.type or "").upper()
+    parts = [str(p) for p in statement.value.parts]
+    if kind in ("DATABASE", "DATABASES") \
+            or not kind and len(parts) == 1 and ctx.is_source(parts[0]):
+        name = parts[-1]
+        databases = tables.databases_table(ctx.registry)
+        rows = [r for r in databases.rows if str(r[0]).lower() == name.lower()]
+        if not rows:
+            raise SqlError(ErrorCode.NOT_FOUND, f"Database not found: {name}")
+        return statements.relation_body(Relation.of(tables.DATABASE_COLUMNS, rows), ctx)
+    return statements.describe(statement, ctx)

@@ -1,0 +1,285 @@
+"""Data sources created at run time (``CREATE DATABASE``, ``POST /api/databases``).
+
+They are kept in the metadata store; this module is the data path's side of them and never
+touches the store itself: the app factory gives it two callables that read the store.
+
+- ``ENGINES`` says which MindsDB engine names are served and which connection parameters
+  each takes (an allow-list: an unknown parameter is refused, never passed to a driver).
+- ``source_url`` turns an engine and its parameters into the SQLAlchemy URL that
+  ``sources.build_source`` — the same builder as for ``QUARRY_DATA_SOURCES`` — opens, so the
+  read-only layers, the function allow-list, time limits, row caps and pools are the same.
+- ``RuntimeSources`` is the per-process view of the stored sources: built lazily (no
+  connection before the first query), refreshed from the store at most once a second, and a
+  source's pool is disposed as soon as its row changes or disappears, so that a change made
+  through one worker or instance reaches every other within about a second.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import URL
+
+from .sources import DataSource, build_source
+
+log = logging.getLogger(__name__)
+
+REFRESH_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    kind: type                      # str or int
+    required: bool = False
+    default: Any = None
+    choices: tuple[str, ...] = ()   # allowed values, when a closed set
+    pattern: str | None = None      # a regular expression a str value must match
+    secret: bool = False            # encrypted at rest, masked on every read
+
+
+_HOST = r"[A-Za-z0-9_.:\[\]%-]{1,255}"
+_SQL_NAME = r"[A-Za-z_][A-Za-z0-9_$]{0,62}"
+_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+_SERVER_COMMON = (
+    Parameter("host", str, required=True, pattern=_HOST),
+    Parameter("database", str, required=True),
+    Parameter("user", str, required=True),
+    Parameter("password", str, secret=True),
+)
+
+# engine -> (backend of the URL, its parameters). The names are MindsDB's.
+ENGINES: dict[str, tuple[str, tuple[Parameter, ...]]] = {
+    "postgres": ("postgresql", (*_SERVER_COMMON, Parameter("port", int, default=5432),
+                                Parameter("schema", str, pattern=_SQL_NAME),
+                                Parameter("sslmode", str, choices=_SSL_MODES))),
+    "mysql": ("mysql", (*_SERVER_COMMON, Parameter("port", int, default=3306))),
+    "mariadb": ("mariadb", (*_SERVER_COMMON, Parameter("port", int, default=3306))),
+    "sqlite": ("sqlite", (Parameter("db_file", str, required=True),)),
+}
+# Other spellings a MindsDB script may use for the same engines.
+ENGINE_ALIASES = {"postgresql": "postgres"}
+
+
+def engine_name(engine: str) -> str | None:
+    """The canonical name of ``engine`` (case-insensitive), or None when not served."""
+    key = engine.strip().lower()
+    key = ENGINE_ALIASES.get(key, key)
+    return key if key in ENGINES else None
+
+
+def engine_parameters(engine: str) -> tuple[Parameter, ...]:
+    return ENGINES[engine][1]
+
+
+def parameter_problems(engine: str, params: dict[str, Any]) -> dict[str, str]:
+    """{parameter: what is wrong with it} for ``params`` of canonical ``engine``; {} if none."""
+    spec = {p.name: p for p in engine_parameters(engine)}
+    problems: dict[str, str] = {}
+    for key in params:
+        if key not in spec:
+            problems[key] = (f"Unknown parameter for engine {engine!r}; allowed: "
+                             f"{', '.join(spec)}.")
+    for parameter in spec.values():
+        value = params.get(parameter.name)
+        if value is None:
+            if parameter.required:
+                problems[parameter.name] = f"Missing parameter, required by engine {engine!r}."
+            continue
+        problem = _value_problem(parameter, value)
+        if problem:
+            problems[parameter.name] = problem
+    return problems
+
+
+def _value_problem(parameter: Parameter, value: Any) -> str | None:
+    if parameter.kind is int:
+        # JSON numbers or all-digit strings: MindsDB examples write the port both ways.
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return "Not a valid integer."
+        if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+            return "Not a valid integer."
+        if not 0 < int(value) < 65536:
+            return "Must be between 1 and 65535."
+        return None
+    if not isinstance(value, str):
+        return "Not a valid string."
+    if not value and parameter.required:
+        return "Must not be empty."
+    if len(value) > 1024 or "\x00" in value:
+        return "Not a valid value (too long, or a NUL character)."
+    if parameter.choices and value not in parameter.choices:
+        return f"Must be one of: {', '.join(parameter.choices)}."
+    if parameter.pattern and not re.fullmatch(parameter.pattern, value):
+        return "Not a valid value."
+    return None
+
+
+def normalised(engine: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Valid ``params`` with defaults filled in and integers as integers."""
+    values = {}
+    for parameter in engine_parameters(engine):
+        value = params.get(parameter.name, parameter.default)
+        if value is None:
+            continue
+        values[parameter.name] = int(value) if parameter.kind is int else value
+    return values
+
+
+def source_url(engine: str, params: dict[str, Any]) -> str:
+    """The SQLAlchemy URL of valid, normalised ``params`` (with the password: keep it secret)."""
+    backend = ENGINES[engine][0]
+    if backend == "sqlite":
+        return str(URL.create("sqlite", database=params["db_file"]))
+    query: dict[str, str] = {}
+    if params.get("sslmode"):
+        query["sslmode"] = params["sslmode"]
+    if params.get("schema"):
+        # The schema bare table names resolve in (MindsDB's postgres handler does the same).
+        query["options"] = f"-csearch_path={params['schema']}"
+    url = URL.create(backend, username=params["user"], password=params.get("password"),
+                     host=params["host"], port=params["port"], database=params["database"],
+                     query=query)
+    return url.render_as_string(hide_password=False)
+
+
+@dataclass(frozen=True)
+class StoredSource:
+    """What the store says about one runtime source, without its secrets."""
+
+    name: str
+    engine: str
+    version: Any                    # changes whenever the row does (id, row version)
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Everything needed to build one runtime source (secrets decrypted)."""
+
+    name: str
+    engine: str
+    params: dict[str, Any]          # in clear: never log it
+    shown: dict[str, Any]           # the parameters with secrets masked
+    broken: str | None = None       # why it cannot be used (e.g. undecryptable secrets)
+
+
+def build_runtime_source(spec: SourceSpec, settings: dict[str, Any]) -> DataSource:
+    """A DataSource for ``spec`` through the builder of the configured sources."""
+    if spec.broken is not None:
+        return _broken_source(spec, settings)
+    url = source_url(spec.engine, normalised(spec.engine, spec.params))
+    source = build_source(spec.name, {"url": url}, settings)
+    source.engine_name = spec.engine
+    source.info = {"parameters": spec.shown, "runtime": True}
+    return source
+
+
+def _broken_source(spec: SourceSpec, settings: dict[str, Any]) -> DataSource:
+    backend = ENGINES[spec.engine][0]
+    dialect = {"postgresql": "postgresql", "sqlite": "sqlite"}.get(backend, "mysql")
+    glot = {"postgresql": "postgres"}.get(dialect, dialect)
+    reason = spec.broken
+
+    def refuse() -> Any:
+        raise RuntimeError(reason)
+
+    return DataSource(name=spec.name, dialect=dialect, sqlglot_dialect=glot,
+                      timeout_s=settings["SQL_TIMEOUT_S"], max_rows=settings["SQL_MAX_ROWS"],
+                      connect=refuse, dispose=lambda: None, engine_name=spec.engine,
+                      info={"parameters": spec.shown, "runtime": True})
+
+
+@dataclass
+class RuntimeSources:
+    """The runtime sources of one process, kept in step with the store.
+
+    ``list_stored`` reads {name key: StoredSource} (one cheap query, no decryption);
+    ``load`` reads one source's SourceSpec (decrypting its secrets) or None when it is gone.
+    ``on_change`` runs after any source was added, changed or removed (the gate's cache
+    holds DataSource objects and must forget them).
+    """
+
+    list_stored: Callable[[], dict[str, StoredSource]]
+    load: Callable[[str], SourceSpec | None]
+    settings: dict[str, Any] = field(repr=False)  # holds keys: never printed
+    on_change: Callable[[], None] = lambda: None
+    interval_s: float = REFRESH_INTERVAL_S
+    _stored: dict[str, StoredSource] = field(default_factory=dict)
+    _built: dict[str, tuple[Any, DataSource]] = field(default_factory=dict)
+    _checked_at: float = float("-inf")
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def get(self, name: str) -> DataSource | None:
+        """The source named ``name`` (built on first use), or None."""
+        key = name.lower()
+        self.refresh()
+        stored = self._stored.get(key)
+        if stored is None:
+            return None
+        built = self._built.get(key)
+        if built is not None and built[0] == stored.version:
+            return built[1]
+        with self._lock:
+            return self._build(key, stored)
+
+    def stored(self) -> list[StoredSource]:
+        self.refresh()
+        return sorted(self._stored.values(), key=lambda s: s.name)
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Read the store's list when the last read is older than the interval (or forced)."""
+        if not force and time.monotonic() - self._checked_at < self.interval_s:
+            return
+        with self._lock:
+            if not force and time.monotonic() - self._checked_at < self.interval_s:
+                return  # another thread refreshed while this one waited
+            try:
+                stored = self.list_stored()
+            except Exception:  # noqa: BLE001 - the store is down: keep serving what is known
+                log.warning("runtime data sources: the store cannot be read; keeping the "
+                            "last known list", exc_info=True)
+                self._checked_at = time.monotonic()
+                return
+            self._checked_at = time.monotonic()
+            if stored == self._stored:
+                return
+            for key, (version, source) in list(self._built.items()):
+                if key not in stored or stored[key].version != version:
+                    del self._built[key]
+                    _dispose_quietly(source)
+            self._stored = stored
+        self.on_change()
+
+    def _build(self, key: str, stored: StoredSource) -> DataSource | None:
+        built = self._built.get(key)
+        if built is not None and built[0] == stored.version:
+            return built[1]  # built by another thread meanwhile
+        spec = self.load(key)
+        if spec is None:  # dropped since the list was read
+            return None
+        source = build_runtime_source(spec, self.settings)
+        old = self._built.pop(key, None)
+        self._built[key] = (stored.version, source)
+        if old is not None:
+            _dispose_quietly(old[1])
+        return source
+
+    def dispose(self) -> None:
+        with self._lock:
+            for _, source in self._built.values():
+                _dispose_quietly(source)
+            self._built.clear()
+
+
+def _dispose_quietly(source: DataSource) -> None:
+    try:
+        source.dispose()
+    except Exception:  # noqa: BLE001 - a pool that fails to close must not fail the request
+        log.warning("data source %s: closing its pool failed", source.name, exc_info=True)

@@ -1,0 +1,121 @@
+"""MindsDB objects Quarry does not have (jobs, views, knowledge bases, ML engines, triggers,
+chatbots) say so — in SQL (UNSUPPORTED, 16) and on REST (501) — instead of "Table 'jobs'
+names no data source" or "No such endpoint"."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.sql.errors import ErrorCode
+
+from ..helpers import assert_problem
+
+WORDS = ("JOBS", "VIEWS", "KNOWLEDGE_BASES", "ML_ENGINES", "TRIGGERS", "CHATBOTS")
+
+STATEMENTS = [
+    ("SHOW JOBS", "JOBS"),
+    ("SHOW JOBS WHERE project = 'mindsdb'", "JOBS"),
+    ("CREATE JOB j1 (SELECT * FROM demo.iris) EVERY hour", "JOBS"),
+    ("CREATE JOB mindsdb.j1 (SELECT 1) EVERY 2 minutes", "JOBS"),
+    ("DROP JOB j1", "JOBS"),
+    ("DROP JOB IF EXISTS mindsdb.j1", "JOBS"),
+    ("CREATE JOB j1 EVERY", "JOBS"),  # unreadable, but clearly about a job
+    ("SHOW VIEWS", "VIEWS"),
+    ("SHOW FULL VIEWS", "VIEWS"),
+    ("CREATE VIEW v1 AS (SELECT * FROM demo.iris)", "VIEWS"),
+    ("CREATE VIEW mindsdb.v1 FROM demo (SELECT * FROM iris)", "VIEWS"),
+    ("ALTER VIEW v1 AS (SELECT 1)", "VIEWS"),
+    ("DROP VIEW v1", "VIEWS"),
+    ("SHOW KNOWLEDGE_BASES", "KNOWLEDGE_BASES"),
+    ("SHOW KNOWLEDGE BASES", "KNOWLEDGE_BASES"),
+    ("CREATE KNOWLEDGE_BASE kb1", "KNOWLEDGE_BASES"),
+    ("CREATE KNOWLEDGE BASE kb1 USING model = m1", "KNOWLEDGE_BASES"),
+    ("DROP KNOWLEDGE_BASE kb1", "KNOWLEDGE_BASES"),
+    ("SHOW ML_ENGINES", "ML_ENGINES"),
+    ("CREATE ML_ENGINE e1 FROM openai USING api_key = 'sk-x'", "ML_ENGINES"),
+    ("DROP ML_ENGINE e1", "ML_ENGINES"),
+    ("SHOW TRIGGERS", "TRIGGERS"),
+    ("CREATE TRIGGER t1 ON demo.iris (SELECT 1)", "TRIGGERS"),
+    ("DROP TRIGGER t1", "TRIGGERS"),
+    ("SHOW CHATBOTS", "CHATBOTS"),
+    ("CREATE CHATBOT c1 USING database = 'demo', agent = 'a1'", "CHATBOTS"),
+    ("UPDATE CHATBOT c1 SET agent = 'a2'", "CHATBOTS"),
+    ("DROP CHATBOT c1", "CHATBOTS"),
+]
+
+TABLES = [
+    # what mindsdb_sdk's project.list_jobs() and job.get_history() send (context: the project)
+    ("SELECT * FROM jobs", "mindsdb", "JOBS"),
+    ("SELECT * FROM jobs WHERE name = 'j1'", "mindsdb", "JOBS"),
+    ("SELECT * FROM jobs_history WHERE name = 'j1'", "mindsdb", "JOBS"),
+    ("SELECT * FROM mindsdb.jobs", None, "JOBS"),
+    ("SELECT name FROM mindsdb.views", None, "VIEWS"),
+    ("SELECT * FROM mindsdb.knowledge_bases", None, "KNOWLEDGE_BASES"),
+    ("SELECT * FROM mindsdb.triggers", None, "TRIGGERS"),
+    ("SELECT * FROM mindsdb.chatbots", None, "CHATBOTS"),
+    ("SELECT * FROM information_schema.jobs", None, "JOBS"),
+    ("SELECT * FROM information_schema.ml_engines", None, "ML_ENGINES"),
+    ("SELECT * FROM information_schema.knowledge_bases", None, "KNOWLEDGE_BASES"),
+    ("SELECT * FROM information_schema.views", None, "VIEWS"),
+    ("SELECT * FROM information_schema.triggers", None, "TRIGGERS"),
+    ("SELECT * FROM information_schema.chatbots", None, "CHATBOTS"),
+    ("SELECT * FROM ml_engines", "information_schema", "ML_ENGINES"),
+]
+
+
+def _refused(body: dict, word: str) -> None:
+    assert body["type"] == "error", body
+    assert body["error_code"] == ErrorCode.UNSUPPORTED, body
+    assert body["error_message"].startswith(f"{word} are not supported by Quarry"), body
+    assert body["column_names"] == []
+
+
+@pytest.mark.parametrize(("sql", "word"), STATEMENTS)
+def test_statements_about_missing_objects_say_they_are_not_supported(query, sql, word):
+    _refused(query(sql), word)
+    _refused(query(sql, db="mindsdb"), word)
+
+
+@pytest.mark.parametrize(("sql", "db", "word"), TABLES)
+def test_tables_of_missing_objects_say_they_are_not_supported(query, sql, db, word):
+    _refused(query(sql, db=db), word)
+
+
+def test_every_missing_object_is_covered_by_statements_and_tables():
+    assert {word for _sql, word in STATEMENTS} == set(WORDS)
+    assert {word for *_rest, word in TABLES} == set(WORDS)
+    for word in WORDS:
+        assert any(sql.startswith("SHOW") for sql, w in STATEMENTS if w == word)
+        assert any(sql.startswith("CREATE") for sql, w in STATEMENTS if w == word)
+        assert any(sql.startswith("DROP") for sql, w in STATEMENTS if w == word)
+
+
+def test_a_data_source_table_of_the_same_name_is_still_data(query, lite_source):
+    # "jobs" in a data source is the source's business: the data path answers.
+    body = query("SELECT * FROM lite.jobs")
+    assert body["error_code"] == ErrorCode.UNKNOWN_TABLE, body
+    assert "no such table: jobs" in body["error_message"]
+    body = query("SELECT * FROM views", db="pg")
+    assert body["error_code"] == ErrorCode.UNKNOWN_TABLE, body
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("GET", "/api/projects/mindsdb/knowledge_bases"),
+    ("POST", "/api/projects/mindsdb/knowledge_bases"),
+    ("GET", "/api/projects/mindsdb/knowledge_bases/kb1"),
+    ("PUT", "/api/projects/mindsdb/knowledge_bases/kb1"),
+    ("DELETE", "/api/projects/mindsdb/knowledge_bases/kb1"),
+    ("POST", "/api/projects/mindsdb/knowledge_bases/kb1/completions"),
+])
+def test_knowledge_base_routes_answer_501_saying_so(sql_app, method, path):
+    response = sql_app.test_client().open(path, method=method, json={"knowledge_base": {}})
+    body = assert_problem(response, 501, "KNOWLEDGE_BASES are not supported by Quarry")
+    assert body["title"] == "Not supported"
+
+
+@pytest.mark.parametrize("path", ["/api/tree", "/api/tree/", "/api/tree/mindsdb"])
+def test_the_object_tree_answers_501_and_says_views_are_not_supported(sql_app, path):
+    response = sql_app.test_client().get(path, query_string={"all_schemas": "true"})
+    body = assert_problem(response, 501, "object tree", "VIEWS are not supported by Quarry",
+                          "SHOW TABLES")
+    assert body["status"] == 501
