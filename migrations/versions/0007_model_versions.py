@@ -1,7 +1,7 @@
 """model versions: training progress, tries, and the version a finetune started from
 
 Revision ID: 0007_model_versions
-Revises: 0003_row_versions
+Revises: 0004_data_sources
 Create Date: 2026-11-23 05:50:00
 
 """
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_model_versions"
-down_revision = "0003_row_versions"
+down_revision = "0004_data_sources"
 branch_labels = None
 depends_on = None
 
