@@ -316,7 +316,7 @@ def run_queued(model_id: int, trainer: str) -> str:
     """A Celery worker's run: claim the version, then train it. Returns what happened.
 
     The claim is one conditional UPDATE, so a task delivered twice (its first worker was
-    killed, or a describe re-queued it) trains once; each claim counts a try, and past
+    killed, or a describe re-queued it) trains once; each start counts a try, and past
     ``TRAINING_MAX_ATTEMPTS`` the version is marked error instead of tried again.
     """
     model = db.session.get(MLModel, model_id)
@@ -336,7 +336,7 @@ def run_queued(model_id: int, trainer: str) -> str:
         .where(MLModel.id == model_id, MLModel.status.in_(PENDING),
                MLModel.trainer.is_(None) if previous is None else MLModel.trainer == previous)
         .values(status="generating", trainer=trainer, heartbeat_at=utcnow(),
-                attempts=MLModel.attempts + 1, updated_at=utcnow())).rowcount
+                updated_at=utcnow())).rowcount
     db.session.commit()
     if not claimed:
         return "busy"
@@ -348,8 +348,9 @@ def _train(model_id: int, trainer: str) -> None:
     model = db.session.get(MLModel, model_id)
     if model is None or model.status != "generating":
         return  # deleted, or already given up on, while it waited in the queue
+    # Each start counts a try (run_queued gives up past TRAINING_MAX_ATTEMPTS).
     _set(model_id, trainer, status="training", heartbeat_at=utcnow(),
-         progress={"phase": "reading", "rows_read": 0, "trainer": trainer})
+         attempts=MLModel.attempts + 1, progress={"phase": "reading", "rows_read": 0, "trainer": trainer})
     started = time.perf_counter()
     try:
         frame = _read_model_rows(model)
