@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ import pandas as pd
 
 from .columns import NUMERIC, ColumnInfo, coerce_value
 from .errors import PredictionError
+from .fastpath import compile_rows
 from .threads import one_openmp_thread
 from .training import ARTIFACT_FORMAT
 
@@ -30,6 +32,9 @@ class LoadedModel:
     problem: str
     columns: list[ColumnInfo]
     interval: tuple[float, float] | None
+    # Rows of floats → the estimator's input, without pandas (fastpath.py); None: use the
+    # whole pipeline on a frame.
+    fast: Callable[[list[list[float]]], Any] | None = None
 
 
 def load_model(artifact: bytes) -> LoadedModel:
@@ -38,10 +43,13 @@ def load_model(artifact: bytes) -> LoadedModel:
     if not isinstance(bundle, dict) or bundle.get("format") != ARTIFACT_FORMAT:
         raise PredictionError("The stored model was written by an incompatible version; "
                               "retrain it")
+    columns = [ColumnInfo(name, kind) for name, kind in bundle["columns"]]
+    fast = None
+    if all(c.kind in NUMERIC or c.kind == "binary" for c in columns):
+        fast = compile_rows(bundle["pipeline"], [c.name for c in columns])
     return LoadedModel(pipeline=bundle["pipeline"], target=bundle["target"],
-                       problem=bundle["problem"],
-                       columns=[ColumnInfo(name, kind) for name, kind in bundle["columns"]],
-                       interval=bundle["interval"])
+                       problem=bundle["problem"], columns=columns,
+                       interval=bundle["interval"], fast=fast)
 
 
 def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -66,11 +74,20 @@ def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]]) -> list[d
 
 
 def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    frame = _frame(model.columns, rows)
+    if model.fast is not None:
+        # The estimator alone, on the matrix the preprocessing would have made.
+        estimator = model.pipeline.steps[-1][1]
+        matrix = model.fast(_float_rows(model.columns, rows))
+        predict_proba, predict = estimator.predict_proba \
+            if model.problem == "classification" else None, estimator.predict
+    else:
+        frame = _frame(model.columns, rows)
+        matrix, predict_proba, predict = frame, getattr(model.pipeline, "predict_proba", None), \
+            model.pipeline.predict
     target = model.target
     out = []
     if model.problem == "classification":
-        probabilities = model.pipeline.predict_proba(frame)
+        probabilities = predict_proba(matrix)
         classes = model.pipeline.classes_
         best = probabilities.argmax(axis=1)
         for row, index, probs in zip(rows, best, probabilities, strict=True):
@@ -81,7 +98,7 @@ def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, A
             out.append(_answer(row, target, value, confidence, explain))
         return out
     low, high = model.interval or (0.0, 0.0)
-    for row, raw in zip(rows, model.pipeline.predict(frame), strict=True):
+    for row, raw in zip(rows, predict(matrix), strict=True):
         value = _native(raw)
         lower, upper = _native(raw + low), _native(raw + high)
         explain = {"predicted_value": value, "confidence": INTERVAL_LEVEL,
@@ -94,16 +111,33 @@ def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, A
     return out
 
 
+def _values(columns: list[ColumnInfo], row: Any, number: int) -> list[Any]:
+    """The row's value of each input column, read for the column's type."""
+    if not isinstance(row, dict):
+        raise PredictionError(f"Row {number + 1} is not an object of column values")
+    folded = None
+    values = []
+    for column in columns:
+        if column.name in row:
+            value = row[column.name]
+        else:
+            if folded is None:
+                folded = {str(k).lower(): v for k, v in row.items()}
+            value = folded.get(column.name.lower())
+        values.append(coerce_value(column, value))
+    return values
+
+
+def _float_rows(columns: list[ColumnInfo], rows: list[dict[str, Any]]) -> list[list[float]]:
+    return [[math.nan if v is None else float(v) for v in _values(columns, row, number)]
+            for number, row in enumerate(rows)]
+
+
 def _frame(columns: list[ColumnInfo], rows: list[dict[str, Any]]) -> pd.DataFrame:
     data: dict[str, list[Any]] = {c.name: [] for c in columns}
     for number, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise PredictionError(f"Row {number + 1} is not an object of column values")
-        folded = {str(k).lower(): v for k, v in row.items()}
-        for column in columns:
-            value = row[column.name] if column.name in row \
-                else folded.get(column.name.lower())
-            data[column.name].append(coerce_value(column, value))
+        for column, value in zip(columns, _values(columns, row, number), strict=True):
+            data[column.name].append(value)
     frame = {}
     for column in columns:
         values = data[column.name]

@@ -350,7 +350,8 @@ def _train(model_id: int, trainer: str) -> None:
         return  # deleted, or already given up on, while it waited in the queue
     # Each start counts a try (run_queued gives up past TRAINING_MAX_ATTEMPTS).
     _set(model_id, trainer, status="training", heartbeat_at=utcnow(),
-         attempts=MLModel.attempts + 1, progress={"phase": "reading", "rows_read": 0, "trainer": trainer})
+         attempts=MLModel.attempts + 1,
+         progress={"phase": "reading", "rows_read": 0, "trainer": trainer})
     started = time.perf_counter()
     try:
         frame = _read_model_rows(model)
