@@ -47,6 +47,24 @@ access_log_format = ('%(h)s "%({x-forwarded-for}i)s" [%({x-request-id}o)s] '
                      '"%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms "%(a)s"')
 
 
+def when_ready(server):
+    # Master, after loading the app and before the first fork: scikit-learn and the active
+    # models, once, shared by every worker (QUARRY_PRELOAD_ML=false leaves them to the first
+    # prediction of each worker).
+    if not _settings["PRELOAD_ML"]:
+        return
+    from app.services.models import preload_models
+
+    app = server.app.wsgi()
+    with app.app_context():
+        try:
+            count = preload_models()
+        except Exception:  # a store not migrated yet, or down: workers load on demand
+            app.logger.warning("preloading models failed", exc_info=True)
+            return
+    app.logger.info("preloaded scikit-learn and %d model(s)", count)
+
+
 def pre_fork(server, worker):
     # Objects built by the master stay where they are: the collector would otherwise write
     # to their pages in every worker, un-sharing them (copy-on-write).

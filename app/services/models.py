@@ -16,9 +16,9 @@ from .. import ml
 from ..errors import ActiveVersion, BadRequest, ModelNotFound, ModelNotReady
 from ..extensions import db
 from ..rules.names import id_value, is_id, name_key
-from ..store import MLModel
+from ..store import MLModel, Project
 from .projects import get_project
-from .trainer import PENDING, recover_orphans
+from .trainer import MODEL_CACHE_SIZE, PENDING, recover_orphans
 
 ATTRIBUTES = ("info", "features", "model")
 
@@ -156,7 +156,7 @@ def describe_model(project: str, ref: str, attribute: str | None = None) -> list
 
 def predict(project: str, ref: str, rows: list[dict[str, Any]] | dict[str, Any]) -> list[dict]:
     """The rows with the predicted column, its confidence and an explanation added."""
-    model = get_model(project, ref)
+    model = _complete_model(project, ref) or get_model(project, ref)
     _require_complete(model)
     rows = [rows] if isinstance(rows, dict) else rows
     try:
@@ -164,6 +164,36 @@ def predict(project: str, ref: str, rows: list[dict[str, Any]] | dict[str, Any])
     except ml.PredictionError as exc:
         errors = {exc.column: [exc.message]} if exc.column else None
         raise BadRequest(exc.message, title="Invalid prediction input", errors=errors) from exc
+
+
+def _complete_model(project: str, ref: str) -> MLModel | None:
+    """The complete model (version) ``ref`` of ``project`` in one statement — the predict
+    path's; None when that is not simply found (get_model then says what is missing)."""
+    name, version = split_ref(ref)
+    query = (select(MLModel).join(Project, Project.id == MLModel.project_id)
+             .where(Project.name_key == name_key(project), MLModel.name_key == name_key(name),
+                    MLModel.status == "complete"))
+    query = query.where(MLModel.version == version) if version is not None \
+        else query.where(MLModel.active.is_(True))
+    return db.session.scalars(query.limit(1)).first()
+
+
+def preload_models() -> int:
+    """Unpack the active complete models into this process's cache (up to its size): in a
+    gunicorn master before forking, so workers share them. Returns how many."""
+    ml.preload()
+    models = db.session.scalars(select(MLModel).where(MLModel.active.is_(True),
+                                                      MLModel.status == "complete")
+                                .order_by(MLModel.updated_at.desc()).limit(MODEL_CACHE_SIZE))
+    count = 0
+    for model in models:
+        try:
+            _loaded(model)
+            count += 1
+        except ml.PredictionError:
+            pass  # written by an incompatible version: its predict says so
+    db.session.rollback()
+    return count
 
 
 def _loaded(model: MLModel) -> ml.LoadedModel:
