@@ -16,18 +16,20 @@ from .api.openapi import openapi
 from .cli import register_cli
 from .config import VERSION, load_settings
 from .errors import register_error_handlers
-from .extensions import db, migrate
+from .extensions import db, migrate, release_session
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
 from .security import init_auth
 from .services.databases import init_databases
+from .services.queries import init_queries
 from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
 from .tasks import init_celery
 
 __version__ = VERSION
+MAX_JSON_DEPTH_CEILING = 256
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -36,6 +38,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     settings.update(config or {})
     instance_path = os.path.abspath(settings["INSTANCE_PATH"] or "instance")
     os.makedirs(instance_path, exist_ok=True)
+
+    if not 1 <= settings["MAX_JSON_DEPTH"] <= MAX_JSON_DEPTH_CEILING:
+        # Deeper documents would overflow the interpreter's stack in the code that walks
+        # them (schemas, secret masking), turning a refusal back into a 500.
+        raise RuntimeError(f"QUARRY_MAX_JSON_DEPTH must be between 1 and "
+                           f"{MAX_JSON_DEPTH_CEILING}, not {settings['MAX_JSON_DEPTH']}")
 
     app = Flask(__name__, instance_path=instance_path)
     app.config.update(settings)
@@ -60,6 +68,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.json = JSONProvider(app)
 
     db.init_app(app)
+    # Registered after flask-sqlalchemy's teardown, so it runs before it (Flask runs them
+    # in reverse): the session is gone, safely, when flask-sqlalchemy's would remove it.
+    app.teardown_appcontext(release_session)
     registry = init_sources(app)  # data sources (and the demo file) for the SQL endpoint
     init_databases(app, registry)  # ... and those created at run time, kept in the store
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..",
@@ -73,6 +84,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_auth(app)
     init_trainer(app)
     init_celery(app)
+    init_queries(app)
     check_store(app)
     register_blueprints(app, openapi)
     register_cli(app)

@@ -41,6 +41,9 @@ SETTINGS: list[Setting] = [
             "(default: a random key per process)"),
     Setting("MAX_BODY_BYTES", 16 * 1024 * 1024, int,
             "Largest request body accepted, in bytes; larger bodies get 413"),
+    Setting("MAX_JSON_DEPTH", 64, int,
+            "Deepest nesting of arrays and objects accepted in a request body (1-256); "
+            "deeper bodies get 400"),
     Setting("INSTANCE_PATH", None, str,
             "Folder for the SQLite store and the demo database (default: ./instance)"),
     Setting("DATA_SOURCES", {}, "json",
@@ -67,6 +70,12 @@ SETTINGS: list[Setting] = [
             "Most rows a query returns; beyond it the answer says truncated: true"),
     Setting("SQL_MAX_RESPONSE_BYTES", 64 * 1024 * 1024, int,
             "Largest encoded result of one query, in bytes"),
+    Setting("SQL_STREAM_MAX_ROWS", 10_000_000, int,
+            "Most rows a streamed answer (response_format jsonlines, sse, csv, arrow) "
+            "sends; 0: no limit"),
+    Setting("SQL_STREAM_TIMEOUT_S", 600.0, float,
+            "Time limit of a streamed statement, for the whole stream, in seconds (a request "
+            "may lower it)"),
     Setting("SQL_POOL_SIZE", 4, int,
             "Connections kept open per data source and process"),
     Setting("SQL_POOL_TIMEOUT_S", 5.0, float,

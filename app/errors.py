@@ -6,18 +6,26 @@ Services raise these typed errors; views never build error bodies themselves.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 from flask import Flask, Response, current_app, json
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import exc as orm_exc
 from werkzeug.exceptions import HTTPException
 
-from .extensions import db
+from .extensions import release_session
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger(__name__)
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` as a message quotes it: cut short when long, so that a name of a megabyte
+    does not come back in the answer."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 class QuarryError(Exception):
@@ -85,7 +93,7 @@ class ProjectNotFound(NotFound):
     title = "Project not found"
 
     def __init__(self, project: str) -> None:
-        super().__init__(f"Project '{project}' does not exist")
+        super().__init__(f"Project '{shown(project)}' does not exist")
         self.project = project
 
 
@@ -95,7 +103,7 @@ class DatabaseNotFound(NotFound):
     title = "Database not found"
 
     def __init__(self, name: str, *, detail: str | None = None) -> None:
-        super().__init__(detail or f"Database '{name}' does not exist")
+        super().__init__(detail or f"Database '{shown(name)}' does not exist")
         self.name = name
 
 
@@ -105,7 +113,8 @@ class ObjectNotFound(NotFound):
     kind = "Object"
 
     def __init__(self, ref: str, project: str, *, detail: str | None = None) -> None:
-        super().__init__(detail or f"{self.kind} '{ref}' does not exist in project '{project}'")
+        super().__init__(detail or f"{self.kind} '{shown(ref)}' does not exist in project "
+                                   f"'{project}'")
         self.ref = ref
         self.project = project
 
@@ -239,13 +248,29 @@ def summarise(errors: dict, prefix: str = "") -> str:
 
 def _from_store_error(error: sa_exc.DBAPIError) -> Response:
     # Only connection trouble is the store being down; anything else is a bug (500).
-    db.session.rollback()
+    release_session()  # a rollback here could fail too: on a dead connection
     if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError) \
             or error.connection_invalidated:
-        log.error("metadata store unavailable: %s", error.orig)
-        return problem(503, StoreUnavailable.title,
-                       "The metadata store cannot be reached; try again shortly")
+        return _store_unavailable(error)
     return _from_unexpected(error)
+
+
+# The store is unusable, with no SQLAlchemy DBAPIError around the cause: a disconnect seen
+# by the pool, no free pooled connection in time, or a driver error raised directly
+# (SQLite's "database is locked" / "disk I/O error" are OperationalErrors).
+STORE_UNAVAILABLE_ERRORS = (sa_exc.DisconnectionError, sa_exc.TimeoutError,
+                            psycopg.OperationalError, psycopg.InterfaceError,
+                            sqlite3.OperationalError, sqlite3.InterfaceError)
+
+
+def _store_unavailable(error: Exception) -> Response:
+    release_session()
+    log.error("metadata store unavailable: %s", getattr(error, "orig", None) or error)
+    if isinstance(error, sa_exc.TimeoutError):
+        detail = "The metadata store has no free connection (too many requests at once)"
+    else:
+        detail = "The metadata store cannot be reached"
+    return problem(503, StoreUnavailable.title, f"{detail}; try again shortly")
 
 
 def _from_unexpected(error: Exception) -> Response:
@@ -255,7 +280,7 @@ def _from_unexpected(error: Exception) -> Response:
 
 def _from_deleted_row(error: orm_exc.ObjectDeletedError) -> Response:
     # A row another request deleted while this one was using it.
-    db.session.rollback()
+    release_session()
     return problem(409, "Conflict", "The object was deleted by another request while this one "
                    "used it; read it again")
 
@@ -264,5 +289,7 @@ def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(QuarryError, _from_quarry_error)
     app.register_error_handler(HTTPException, from_http_exception)
     app.register_error_handler(sa_exc.DBAPIError, _from_store_error)
+    for error_class in STORE_UNAVAILABLE_ERRORS:
+        app.register_error_handler(error_class, _store_unavailable)
     app.register_error_handler(orm_exc.ObjectDeletedError, _from_deleted_row)
     app.register_error_handler(Exception, _from_unexpected)

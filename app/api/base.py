@@ -1,7 +1,5 @@
 """The Blueprint every resource uses: flask-smorest's, with Quarry's request parsing."""
 
-import json
-import math
 from typing import Any
 
 import flask
@@ -9,31 +7,7 @@ from flask_smorest import Blueprint as SmorestBlueprint
 from webargs import core
 from webargs.flaskparser import FlaskParser
 
-
-def _refuse_constant(token: str) -> Any:
-    raise json.JSONDecodeError(f"{token} is not a JSON value", token, 0)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise json.JSONDecodeError(f"{text} is too large a number", text, 0)
-    return value
-
-
-def parse_strict_json(body: bytes) -> Any:
-    """JSON as RFC 8259 has it: Python's NaN/Infinity extensions and numbers that overflow
-    are refused (they would be stored, then answered as invalid JSON), and so are integers
-    beyond Python's digit limit (a ValueError, not a JSONDecodeError, from json.loads).
-    """
-    try:
-        text = body.decode("utf-8")
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except json.JSONDecodeError:
-        raise
-    except ValueError as exc:  # UnicodeDecodeError, int digit limit
-        # A non-empty doc: webargs reads an empty one as "no body" (missing), not as invalid.
-        raise json.JSONDecodeError(str(exc), "body", 0) from None
+from ..jsonio import parse_json_body
 
 
 class JsonBodyParser(FlaskParser):
@@ -41,6 +15,8 @@ class JsonBodyParser(FlaskParser):
 
     MindsDB's clients and curl scripts do not all send ``Content-Type: application/json``;
     a body that is not JSON at all is then reported as such instead of as missing fields.
+    Every route that takes a body reads it here, so the nesting limit and the text checks
+    of ``parse_json_body`` hold on all of them.
     """
 
     DEFAULT_VALIDATION_STATUS = 400
@@ -49,7 +25,7 @@ class JsonBodyParser(FlaskParser):
         body = req.get_data(cache=True)
         if not body:
             return core.missing
-        return parse_strict_json(body)
+        return parse_json_body(body, flask.current_app.config["MAX_JSON_DEPTH"])
 
 
 class Blueprint(SmorestBlueprint):

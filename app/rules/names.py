@@ -2,7 +2,7 @@
 
 import re
 
-from ..errors import BadRequest
+from ..errors import BadRequest, shown
 
 # Letters, digits, _ and -; not starting with a digit, so an all-digit path segment is an ID.
 NAME_PATTERN = re.compile(r"[A-Za-z_-][A-Za-z0-9_-]{0,62}")
@@ -21,7 +21,7 @@ def name_error(name: object) -> str | None:
     if not isinstance(name, str):
         return "Not a valid string."
     if not NAME_PATTERN.fullmatch(name):
-        return f"Invalid name {name!r}: use {NAME_RULE}."
+        return f"Invalid name {shown(name)!r}: use {NAME_RULE}."
     return None
 
 
@@ -48,15 +48,31 @@ def name_key(name: str) -> str:
     return name.lower()
 
 
+def lookup_key(name: str) -> str:
+    """The key to look ``name`` up by: its name key, or "" (no stored name has it) when
+    ``name`` breaks the naming rule and so cannot exist. Such text never reaches the
+    store: a NUL character in it would make PostgreSQL refuse the whole statement."""
+    return name_key(name) if NAME_PATTERN.fullmatch(name) else ""
+
+
 def ref_value(ref: str) -> int | str:
-    """What a name-or-ID ref is compared with: the ID, or the name's key."""
-    return id_value(ref) if is_id(ref) else name_key(ref)
+    """What a name-or-ID ref is compared with: the ID, or the name's lookup key."""
+    return id_value(ref) if is_id(ref) else lookup_key(ref)
+
+
+# IDs and versions are 32-bit columns (INTEGER on PostgreSQL): a larger number matches no
+# row, and binding it would make PostgreSQL refuse the statement (and SQLite, beyond 64 bits).
+MAX_ID = 2**31 - 1
 
 
 def id_value(ref: str) -> int:
-    """The integer of an all-digit ref; beyond 18 digits no row can match, and SQLite cannot
-    bind such an integer: -1."""
-    return int(ref) if len(ref) <= 18 else -1
+    """The integer of an all-digit ref; -1 (no row) when no ID column could hold it.
+
+    The length is checked before converting: int() of thousands of digits is slow, and
+    beyond 4 300 it raises."""
+    digits = ref.lstrip("0") or "0"
+    value = int(digits) if len(digits) <= 10 else -1
+    return value if value <= MAX_ID else -1
 
 
 def is_id(ref: str) -> bool:

@@ -39,6 +39,12 @@ class SqlQueryIn(Schema):
                              validate=validate.Range(min=0, min_inclusive=False),
                              metadata={"description": "Lower this statement's time limit",
                                        "exclusiveMinimum": True})
+    response_format = fields.String(
+        allow_none=True, load_default=None,
+        validate=validate.OneOf(["json", "jsonlines", "sse", "csv", "arrow"]),
+        metadata={"description": "json (default: one answer); jsonlines or sse (MindsDB's "
+                                 "streams), csv, arrow: streamed answers. The Accept header "
+                                 "may choose one too"})
 
 
 class SqlResultOut(Schema):
@@ -49,5 +55,24 @@ class SqlResultOut(Schema):
     data = fields.List(fields.List(fields.Raw()))
     context = fields.Dict()
     truncated = fields.Boolean()
+    query_id = fields.String(metadata={"description": "The statement's id (X-Query-Id)"})
     error_code = fields.Integer()
     error_message = fields.String()
+
+
+class RunningQueryOut(Schema):
+    """A statement running now, in any worker (GET /api/sql/queries)."""
+
+    query_id = fields.String()
+    user = fields.String(allow_none=True)
+    source = fields.String(metadata={"description": "the data source it runs on"})
+    statement = fields.String(metadata={"description": "the statement as it runs"})
+    response_format = fields.String()
+    started_at = fields.DateTime()
+    rows_sent = fields.Integer(metadata={"description": "rows sent so far"})
+    cancel_requested = fields.Boolean()
+
+
+class CancelledQueryOut(Schema):
+    query_id = fields.String()
+    cancel_requested = fields.Boolean()

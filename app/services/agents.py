@@ -8,11 +8,11 @@ from sqlalchemy.orm import selectinload
 
 from ..errors import AgentNotFound, ModelNotFound, NameTaken
 from ..extensions import db
-from ..rules.names import name_key, validate_name
+from ..rules.names import lookup_key, name_key, validate_name
 from ..rules.secrets import keep_masked, merge
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
-from .common import commit, retried_on_race
+from .common import commit, delete_or_gone, retried_on_race
 from .lookup import find_in_project, taken_or_gone, view_by_ref
 from .projects import get_project
 from .skills import skills_by_name
@@ -70,7 +70,7 @@ def _check_model(project: Project, agent: Agent) -> None:
     if (agent.provider or "").lower() != "mindsdb" or not agent.model_name:
         return
     exists = db.session.scalar(select(MLModel.id).where(
-        MLModel.project_id == project.id, MLModel.name_key == name_key(agent.model_name)))
+        MLModel.project_id == project.id, MLModel.name_key == lookup_key(agent.model_name)))
     if exists is None:
         raise ModelNotFound(agent.model_name, project.name)
 
@@ -149,6 +149,7 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
 
 
 def delete_agent(project_name: str, ref: str) -> None:
-    agent = find_agent(get_project(project_name), ref)
-    db.session.execute(db.delete(Agent).where(Agent.id == agent.id))
-    db.session.commit()
+    project = get_project(project_name)
+    agent = find_agent(project, ref)
+    delete_or_gone(db.delete(Agent).where(Agent.id == agent.id),
+                   lambda: AgentNotFound(ref, project.name))

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
+from sqlalchemy import Delete
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -32,6 +33,20 @@ def commit(on_integrity_error: Callable[[], QuarryError]) -> None:
     except IntegrityError as exc:
         db.session.rollback()
         raise on_integrity_error() from exc
+
+
+def delete_or_gone(statement: Delete, gone: Callable[[], QuarryError]) -> None:
+    """Run the DELETE of an object just looked up and commit; ``gone()`` (its 404) when
+    the statement deleted nothing.
+
+    Another request (maybe in another process) may delete the object between the lookup
+    and this statement; the database then lets only one DELETE remove the row, so only
+    the request whose statement counted it may answer that it deleted the object.
+    """
+    if db.session.execute(statement).rowcount == 0:
+        db.session.rollback()
+        raise gone()
+    db.session.commit()
 
 
 def retried_on_race(operation: Callable[P, R]) -> Callable[P, R]:

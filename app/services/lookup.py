@@ -7,7 +7,7 @@ from sqlalchemy import Select
 
 from ..errors import ObjectNotFound, ProjectNotFound, QuarryError
 from ..extensions import db
-from ..rules.names import is_id, name_key, ref_value
+from ..rules.names import is_id, lookup_key, ref_value
 from ..store import Project
 from .projects import get_project
 
@@ -52,7 +52,7 @@ def view_by_ref(views: Callable[[Select], list[dict[str, Any]]], query: Select, 
     Only when nothing matches is the project looked up, to say which of the two is missing.
     """
     found = views(where_ref(query.join(Project, Project.id == entity.project_id)
-                            .where(Project.name_key == name_key(project_name)), entity, ref))
+                            .where(Project.name_key == lookup_key(project_name)), entity, ref))
     if not found:
         raise missing(ref, get_project(project_name).name)
     return found[0]

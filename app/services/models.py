@@ -15,7 +15,7 @@ from sqlalchemy import delete, select, update
 from .. import ml
 from ..errors import ActiveVersion, BadRequest, ModelNotFound, ModelNotReady
 from ..extensions import db
-from ..rules.names import id_value, is_id, name_key
+from ..rules.names import id_value, is_id, lookup_key, name_key
 from ..store import MLModel, Project
 from .projects import get_project
 from .trainer import MODEL_CACHE_SIZE, PENDING, recover_orphans
@@ -54,7 +54,7 @@ def split_ref(ref: str) -> tuple[str, int | None]:
 
 def find_model(project_id: int, name: str, version: int | None, *options: Any) -> MLModel | None:
     query = select(MLModel).where(MLModel.project_id == project_id,
-                                  MLModel.name_key == name_key(name))
+                                  MLModel.name_key == lookup_key(name))
     if version is not None:
         query = query.where(MLModel.version == version)
     else:
@@ -99,8 +99,12 @@ def delete_model(project: str, ref: str) -> None:
                                 f"'{model.name}': make another version active first (SET "
                                 f"model_active = {model.name}.N) or drop the whole model",
                                 model=model.name, version=model.version)
-        ids = [model.id]
-        db.session.execute(delete(MLModel).where(MLModel.id == model.id))
+        ids = list(db.session.scalars(delete(MLModel).where(MLModel.id == model.id)
+                                      .returning(MLModel.id)))
+    if not ids:
+        # Deleted by another request since it was looked up: only that one answers 204.
+        db.session.rollback()
+        raise ModelNotFound(ref, get_project(project).name)
     db.session.commit()
     cache = current_app.extensions["quarry.model_cache"]
     for model_id in ids:
@@ -108,14 +112,14 @@ def delete_model(project: str, ref: str) -> None:
 
 
 def delete_versions(project_id: int, name: str) -> list[int]:
+    """Delete every version of the model; the ids this statement deleted."""
+    where = (MLModel.project_id == project_id, MLModel.name_key == name_key(name))
+    if db.session.scalar(select(MLModel.id).where(*where).limit(1)) is None:
+        return []  # no write at all (on SQLite even a DELETE of nothing locks the store)
     lock_versions(project_id, name)
-    # Read again after the locks: a version a RETRAIN inserted while this waited is seen
-    # by this later statement, and deleted with the others.
-    ids = list(db.session.scalars(select(MLModel.id).where(
-        MLModel.project_id == project_id, MLModel.name_key == name_key(name))))
-    if ids:
-        db.session.execute(delete(MLModel).where(MLModel.id.in_(ids)))
-    return ids
+    # The DELETE is a later statement than the lock: a version a RETRAIN inserted while
+    # this waited for its lock is seen, and deleted with the others.
+    return list(db.session.scalars(delete(MLModel).where(*where).returning(MLModel.id)))
 
 
 def set_active_version(project: str, name: str, version: int) -> MLModel:

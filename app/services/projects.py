@@ -4,11 +4,11 @@ from sqlalchemy import select
 
 from ..errors import BadRequest, NameReserved, NameTaken, ProjectNotEmpty, ProjectNotFound
 from ..extensions import db
-from ..rules.names import DEFAULT_PROJECT, name_key, validate_database_name
+from ..rules.names import DEFAULT_PROJECT, lookup_key, name_key, validate_database_name
 from ..sql.sources import current_sources
 from ..store import Agent, MLModel, Project, Skill
 from . import databases as database_service
-from .common import commit
+from .common import commit, delete_or_gone
 
 
 def list_projects() -> list[Project]:
@@ -16,7 +16,7 @@ def list_projects() -> list[Project]:
 
 
 def get_project(name: str) -> Project:
-    project = db.session.scalar(select(Project).where(Project.name_key == name_key(name)))
+    project = db.session.scalar(select(Project).where(Project.name_key == lookup_key(name)))
     if project is None:
         raise ProjectNotFound(name)
     return project
@@ -67,8 +67,8 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
                               "first or pass cascade=true", contents=contents)
     # The foreign keys cascade in the database; the ORM objects of the contents are not
     # loaded, so one DELETE removes the project and everything in it.
-    db.session.execute(db.delete(Project).where(Project.id == project.id))
-    db.session.commit()
+    delete_or_gone(db.delete(Project).where(Project.id == project.id),
+                   lambda: ProjectNotFound(name))
 
 
 def shadowed_projects() -> list[str]:

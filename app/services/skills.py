@@ -5,13 +5,13 @@ from typing import Any
 
 from sqlalchemy import Select, Text, bindparam, cast, select
 
-from ..errors import AgentNotFound, BadRequest, NameTaken, SkillNotFound
+from ..errors import AgentNotFound, BadRequest, NameTaken, SkillNotFound, shown
 from ..extensions import db
-from ..rules.names import is_id, name_key, ref_value, validate_name
+from ..rules.names import is_id, lookup_key, name_key, ref_value, validate_name
 from ..rules.secrets import mask_json_text, merge
 from ..sql.sources import data_source_names
 from ..store import Agent, AgentSkill, Project, Skill
-from .common import Raced, commit, retried_on_race
+from .common import Raced, commit, delete_or_gone, retried_on_race
 from .lookup import find_in_project, taken_or_gone
 from .projects import get_project
 from .views import skill_query, skill_statement, skill_views, views_of_skills
@@ -75,7 +75,7 @@ _SKILL_BY_ID = _skill_in_project(Skill.id == bindparam("ref"))
 
 def _skill_by_ref(project_name: str, ref: str) -> tuple[Select, dict[str, Any]]:
     statement = _SKILL_BY_ID if is_id(ref) else _SKILL_BY_NAME
-    return statement, {"project": name_key(project_name), "ref": ref_value(ref)}
+    return statement, {"project": lookup_key(project_name), "ref": ref_value(ref)}
 
 
 def _view(project: Project, skill: Skill) -> dict[str, Any]:
@@ -133,7 +133,7 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
             raise
         missing = [f for f in ("type", "params") if data.get(f) is None]
         if missing:
-            raise BadRequest(f"Skill '{ref}' does not exist; to create it, send "
+            raise BadRequest(f"Skill '{shown(ref)}' does not exist; to create it, send "
                              + " and ".join(missing),
                              errors={f: ["Missing data for required field."] for f in missing}
                              ) from None
@@ -154,10 +154,11 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
 
 
 def delete_skill(project_name: str, ref: str) -> None:
-    skill = find_skill(get_project(project_name), ref)
+    project = get_project(project_name)
+    skill = find_skill(project, ref)
     # The agent links go with it (ON DELETE CASCADE): every agent that used it leaves it.
-    db.session.execute(db.delete(Skill).where(Skill.id == skill.id))
-    db.session.commit()
+    delete_or_gone(db.delete(Skill).where(Skill.id == skill.id),
+                   lambda: SkillNotFound(ref, project.name))
 
 
 def skills_by_name(project: Project, names: list[str]) -> dict[str, Skill]:

@@ -30,6 +30,7 @@ class ErrorCode(IntEnum):
     INVALID_STATEMENT = 19   # a value the REST route would refuse with 400 (name, USING …)
     SERVICE_FAILED = 20      # any other error of the service (e.g. the store is down)
     OUT_OF_RANGE = 21        # a number too large for the database (LIMIT 1e25, bigint overflow)
+    CANCELLED = 22           # stopped by DELETE /api/sql/queries/<id> or query_cancel(<id>)
 
 
 class SqlError(Exception):

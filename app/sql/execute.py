@@ -25,6 +25,7 @@ from sqlalchemy import exc as sa_exc
 from .errors import ErrorCode, SqlError
 from .gate import gate
 from .roles import check_on_use
+from .running import Statement, cursor_name, mysql_marked
 from .sources import DataSource, SourceRegistry, current_sources
 
 _cursor_ids = itertools.count()
@@ -46,33 +47,89 @@ def effective_timeout(source: DataSource, requested: float | None) -> float:
 
 def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None,
                   param_names: Sequence[str], *, timeout_s: float, max_rows: int,
-                  max_bytes: int | None = None) -> QueryResult:
+                  max_bytes: int | None = None,
+                  statement: Statement | None = None) -> QueryResult:
     """Run one gated statement on ``source``; raises SqlError.
 
     ``max_bytes`` caps the text and bytes read (the response size limit); None: no cap.
+    ``statement``, when given, can cancel the statement from another thread while it runs.
     """
-    params = dict(params or {})
-    missing = [n for n in dict.fromkeys(param_names) if n not in params]
-    if missing:
-        raise SqlError(ErrorCode.MISSING_PARAMETER,
-                       "No value for parameter " + ", ".join(f":{n}" for n in missing)
-                       + " in params")
-    bound = {n: params[n] for n in param_names} if param_names else None
+    bound = bind_params(params, param_names)
     conn = _checkout(source)
     try:
         check_on_use(source, conn)  # a source that was down at start: its account, now
+        if statement is not None:
+            statement.attach(source, conn)
         runner = {"sqlite": _run_sqlite, "postgresql": _run_postgresql,
                   "mysql": _run_mysql}[source.dialect]
         return runner(conn, sql, bound, timeout_s, max_rows, max_bytes)
     except SqlError:
         raise
     except Exception as exc:
-        error = _translate(source, exc, timeout_s)
-        if error.code == ErrorCode.SOURCE_DOWN and conn.is_valid:
-            conn.invalidate()  # a broken connection must not go back to the pool
-        raise error from None
+        raise failure(source, conn, exc, timeout_s, statement) from None
     finally:
+        if statement is not None:
+            statement.detach(conn)
         conn.close()
+
+
+def bind_params(params: Mapping[str, Any] | None, param_names: Sequence[str]) -> dict | None:
+    """The values of the statement's placeholders, in order; MISSING_PARAMETER if one lacks."""
+    params = dict(params or {})
+    missing = [n for n in dict.fromkeys(param_names) if n not in params]
+    if missing:
+        raise SqlError(ErrorCode.MISSING_PARAMETER,
+                       "No value for parameter " + ", ".join(f":{n}" for n in missing)
+                       + " in params")
+    return {n: params[n] for n in param_names} if param_names else None
+
+
+def failure(source: DataSource, conn: Any, exc: BaseException, timeout_s: float,
+            statement: Statement | None = None) -> SqlError:
+    """The SqlError for a driver error; a broken connection is dropped from the pool."""
+    error = _translate(source, exc, timeout_s)
+    if error.code == ErrorCode.SOURCE_DOWN:
+        if conn.is_valid:
+            conn.invalidate()  # a broken connection must not go back to the pool
+    elif statement is not None and error.code in (ErrorCode.TIME_LIMIT, ErrorCode.QUERY_FAILED) \
+            and statement.was_stopped():
+        # The database reports a cancel like its own time limit: say who stopped it.
+        error = statement.error(timeout_s)
+    return error
+
+
+def reset_mysql_session(conn: Any) -> None:
+    """After a stream, as after a buffered statement (see ``_reset_mysql_session``)."""
+    if conn.is_valid:
+        _reset_mysql_session(conn)
+
+
+def checkout(source: DataSource) -> Any:
+    """A pooled connection of ``source``; BUSY or SOURCE_DOWN when there is none."""
+    return _checkout(source)
+
+
+def begin_postgresql(pg: Any, timeout_s: float) -> None:
+    """Open the READ ONLY transaction every PostgreSQL statement runs in."""
+    ms = max(1, int(timeout_s * 1000))
+    # The gate checked sqlglot's reading of the text, which is the standard one: with
+    # standard_conforming_strings off (a role's or server's setting) PostgreSQL would
+    # read 'a\'' , f() --' as a string *and a call* the gate never saw.
+    pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}; "
+               "SET LOCAL standard_conforming_strings = on")
+
+
+def begin_mysql(conn: Any, cursor: Any, timeout_s: float) -> None:
+    """Set the session's time limit (when it changed) and open a READ ONLY transaction."""
+    my = conn.driver_connection
+    if conn.info.get("quarry.timeout_s") != timeout_s:
+        if "mariadb" in my.get_server_info().lower():
+            # In seconds; 0 would mean no limit at all, so never round below 1 ms.
+            cursor.execute(f"SET SESSION max_statement_time = {max(timeout_s, 0.001):.3f}")
+        else:
+            cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
+        conn.info["quarry.timeout_s"] = timeout_s
+    cursor.execute("START TRANSACTION READ ONLY")
 
 
 def _checkout(source: DataSource) -> Any:
@@ -108,15 +165,10 @@ def _run_sqlite(conn: Any, sql: str, params: dict | None, timeout_s: float,
 def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
                     max_rows: int, max_bytes: int | None) -> QueryResult:
     pg = conn.driver_connection
-    ms = max(1, int(timeout_s * 1000))
     try:
-        # The gate checked sqlglot's reading of the text, which is the standard one: with
-        # standard_conforming_strings off (a role's or server's setting) PostgreSQL would
-        # read 'a\'' , f() --' as a string *and a call* the gate never saw.
-        pg.execute(f"BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}; "
-                   "SET LOCAL standard_conforming_strings = on")
+        begin_postgresql(pg, timeout_s)
         # A server-side cursor: the server sends cap + 1 rows, not the whole result.
-        cursor = pg.cursor(name=f"quarry_{next(_cursor_ids)}")
+        cursor = pg.cursor(name=cursor_name(conn, next(_cursor_ids)))
         try:
             cursor.execute(sql, params)
             columns = [d.name for d in cursor.description or ()]
@@ -145,17 +197,10 @@ def _run_mysql_statement(conn: Any, sql: str, params: dict | None, timeout_s: fl
     my = conn.driver_connection
     mariadb = "mariadb" in my.get_server_info().lower()
     cursor = my.cursor(pymysql.cursors.SSCursor)
-    if conn.info.get("quarry.timeout_s") != timeout_s:
-        if mariadb:
-            # In seconds; 0 would mean no limit at all, so never round below 1 ms.
-            cursor.execute(f"SET SESSION max_statement_time = {max(timeout_s, 0.001):.3f}")
-        else:
-            cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
-        conn.info["quarry.timeout_s"] = timeout_s
-    cursor.execute("START TRANSACTION READ ONLY")
+    begin_mysql(conn, cursor, timeout_s)
     started = time.monotonic()
     try:
-        cursor.execute(sql, params)
+        cursor.execute(mysql_marked(conn, sql), params)
         columns = [d[0] for d in cursor.description or ()]
         rows = list(_fetch(cursor, max_rows, max_bytes))
     except SqlError:  # over the byte budget, with rows still unread
@@ -360,9 +405,11 @@ _SQLITE_CODES = {sqlite3.SQLITE_INTERRUPT: ErrorCode.TIME_LIMIT,  # the progress
                  sqlite3.SQLITE_AUTH: ErrorCode.READ_ONLY,        # the authorizer refused
                  sqlite3.SQLITE_READONLY: ErrorCode.READ_ONLY,
                  sqlite3.SQLITE_CANTOPEN: ErrorCode.SOURCE_DOWN}
-# SQLITE_ERROR covers compile and arithmetic errors alike; only its text tells these apart.
+# SQLITE_ERROR covers compile and arithmetic errors alike; only its text tells these apart
+# (a function the authorizer denies is SQLITE_ERROR too, unlike a denied read: SQLITE_AUTH).
 _SQLITE_ERROR_TEXTS = (("no such table", ErrorCode.UNKNOWN_TABLE),
                        ("syntax error", ErrorCode.SYNTAX),
+                       ("not authorized to use function", ErrorCode.READ_ONLY),
                        ("integer overflow", ErrorCode.OUT_OF_RANGE))
 
 

@@ -1,7 +1,7 @@
 """model versions: training progress, tries, and the version a finetune started from
 
 Revision ID: 0007_model_versions
-Revises: 0004_data_sources
+Revises: 0006_running_queries
 Create Date: 2026-11-23 05:50:00
 
 """
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_model_versions"
-down_revision = "0004_data_sources"
+down_revision = "0006_running_queries"
 branch_labels = None
 depends_on = None
 

@@ -47,6 +47,7 @@ def table(client, query: str, db: str | None = None, *, data_path: bool = False
 
 def ok(client, query: str, db: str | None = None) -> None:
     answer = sql(client, query, db)
+    assert answer.pop("query_id")
     assert answer == {"type": "ok", "column_names": [], "context": {"db": db or "mindsdb"}}
 
 

@@ -24,10 +24,13 @@ def test_pg_values_python_cannot_hold_come_back_as_text(query):
 
 
 def test_a_value_the_driver_refuses_is_a_query_error_not_a_source_down(query):
-    answer = query("SELECT :v AS v", db="pg", params={"v": "a\x00b"})
-    assert answer["type"] == "error" and answer["error_code"] == ErrorCode.QUERY_FAILED, answer
-    assert "NUL" in answer["error_message"]
-    assert query("SELECT 1 AS one", db="pg")["data"] == [[1]]  # the source is still fine
+    # sqlite3 cannot bind an integer beyond 64 bits. (A NUL character, which psycopg
+    # refuses, no longer gets this far: request bodies may not hold NUL at all, see
+    # tests/api/test_hostile_input.py.)
+    answer = query("SELECT :v AS v", db="lite", params={"v": 2**64})
+    assert answer["type"] == "error" and answer["error_code"] == ErrorCode.OUT_OF_RANGE, answer
+    assert "too large" in answer["error_message"]
+    assert query("SELECT 1 AS one", db="lite")["data"] == [[1]]  # the source is still fine
 
 
 @pytest.mark.parametrize("sql", ["SELECT $1", "SELECT $1::int + 1 FROM pg.items"])

@@ -19,6 +19,7 @@ from ..helpers import assert_problem
 
 def test_select_constant_answers_like_mindsdb(query):
     body = query("SELECT 1")
+    assert body.pop("query_id")  # Quarry's addition: the statement's id
     assert body == {"type": "table", "column_names": ["1"], "data": [[1]],
                     "context": {"db": "mindsdb"}}
 
