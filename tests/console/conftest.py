@@ -51,7 +51,9 @@ def _big_sqlite(path: Path) -> None:
 def _add_user_and_token(env: dict) -> str:
     app = create_app(load_settings(env))
     runner = app.test_cli_runner()
-    created = runner.invoke(args=["users", "create", USER], input=PASSWORD + "\n")
+    # An admin: the test's data sources (big, pg) are private, and a member would need a
+    # grant on each (tests/auth/test_access.py covers what members may query).
+    created = runner.invoke(args=["users", "create", USER, "--admin"], input=PASSWORD + "\n")
     assert created.exit_code == 0, created.output
     made = runner.invoke(args=["tokens", "create", "--user", USER, "--label", "console"])
     assert made.exit_code == 0, made.output
