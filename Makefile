@@ -11,9 +11,16 @@ serve: install
 	$(BIN)/flask --app wsgi db upgrade
 	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist; one file stays in one process, so
+# its module fixtures are made once): its time goes mostly to waiting on PostgreSQL,
+# gunicorn and Chromium, which two processes overlap. TEST_WORKERS=0: one process.
+# --no-loadscope-reorder: files go out in the suite's order (slow files first, see
+# tests/conftest.py), not xdist's default of the files with the most tests first.
+TEST_WORKERS ?= 2
+
 test: install-test
 	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: install-test
 	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py

@@ -6,9 +6,13 @@ environment, or gunicorn's own options on the command line. See docs/deploy.md.
 """
 
 import gc
+import json
 import os
 import shutil
 import tempfile
+from datetime import UTC, datetime
+
+from gunicorn import util as _gunicorn_util
 
 # Prometheus in multiprocess mode: every worker writes its figures to files in this folder
 # and a scrape of /metrics (by any worker) adds them up. prometheus_client reads the variable
@@ -59,6 +63,24 @@ access_log_format = ('%(h)s "%({x-forwarded-for}i)s" [%({x-request-id}o)s] '
                      '"%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms "%(a)s"')
 
 
+def _problem_error(sock, status_int, reason, mesg):
+    """gunicorn's own refusals (a request line or header too long, a malformed request) as the
+    same problem document the app answers, instead of gunicorn's HTML page.
+
+    gunicorn answers these before the app sees the request, through ``util.write_error``;
+    the workers call it by that name, so replacing it here covers every refusal.
+    """
+    body = json.dumps({"title": reason, "status": status_int,
+                       "detail": mesg or reason,
+                       "timestamp": datetime.now(UTC).isoformat()}).encode()
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: application/problem+json\r\nContent-Length: {len(body)}\r\n\r\n")
+    _gunicorn_util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+_gunicorn_util.write_error = _problem_error
+
+
 def on_starting(server):
     # Figures of an earlier run would be added to this one's: start from an empty folder.
     for name in os.listdir(_METRICS_DIR):
@@ -78,6 +100,24 @@ def child_exit(server, worker):
 def on_exit(server):
     if _OWN_METRICS_DIR:
         shutil.rmtree(_METRICS_DIR, ignore_errors=True)
+
+
+def when_ready(server):
+    # Master, after loading the app and before the first fork: scikit-learn and the active
+    # models, once, shared by every worker (QUARRY_PRELOAD_ML=false leaves them to the first
+    # prediction of each worker).
+    if not _settings["PRELOAD_ML"]:
+        return
+    from app.services.models import preload_models
+
+    app = server.app.wsgi()
+    with app.app_context():
+        try:
+            count = preload_models()
+        except Exception:  # a store not migrated yet, or down: workers load on demand
+            app.logger.warning("preloading models failed", exc_info=True)
+            return
+    app.logger.info("preloaded scikit-learn and %d model(s)", count)
 
 
 def pre_fork(server, worker):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 from typing import Any
 
 from flask import Flask
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DisconnectionError
 
 from .api import register_blueprints
 from .api.openapi import openapi
@@ -28,6 +30,7 @@ from .services.queries import init_queries
 from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
+from .tasks import init_celery
 from .telemetry import init_metrics
 
 __version__ = VERSION
@@ -86,6 +89,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_ops(app)
     init_auth(app)
     init_trainer(app)
+    init_celery(app)
     init_queries(app)
     init_audit(app)
     check_store(app)
@@ -105,11 +109,20 @@ def _store_engine_options(settings: dict[str, Any]) -> dict[str, Any]:
     if url.startswith("sqlite"):
         # Writers wait for the lock instead of failing at once under concurrent requests.
         return {"connect_args": {"timeout": 30}}
-    return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 10, "pool_timeout": 10}
+    # No pre-ping on every checkout: it is a round trip to the store per request (see
+    # _ping_when_idle, which pings only connections that sat idle in the pool).
+    return {"pool_size": 10, "max_overflow": 10, "pool_timeout": 10}
+
+
+# A store connection that sat in the pool longer than this is pinged before it is handed
+# out; one used within the last second is trusted (a store restarted in that second costs
+# one failed request, after which the pool holds only new connections).
+STORE_PING_IDLE_S = 1.0
 
 
 def _tune_store_engine(engine: Engine) -> None:
     if engine.dialect.name != "sqlite":
+        _ping_when_idle(engine)
         return
 
     @event.listens_for(engine, "connect")
@@ -121,6 +134,34 @@ def _tune_store_engine(engine: Engine) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """SQLAlchemy's pessimistic disconnect handling, for idle connections only.
+
+    ``pool_pre_ping`` pings on every checkout: on a busy host that round trip (and waiting
+    for the store's process to be scheduled for it) was a large part of a signed-in
+    request's cost. A connection back in the pool within the last second is handed out as
+    it is; an older one is pinged, and a dead one replaced (DisconnectionError makes the
+    pool connect again).
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_connection, record):
+        if record is not None:
+            record.info["quarry_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection, record, _proxy):
+        since = record.info.get("quarry_idle_since")
+        if since is None or time.monotonic() - since < STORE_PING_IDLE_S:
+            return  # a new connection, or one used a moment ago
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except Exception:  # noqa: BLE001 - any failure: the connection is not usable
+            alive = False
+        if not alive:
+            raise DisconnectionError("store connection lost while idle in the pool")
 
 
 def after_fork(app: Flask) -> None:

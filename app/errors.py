@@ -49,6 +49,20 @@ class BadRequest(QuarryError):
     title = "Bad request"
 
 
+class Unprocessable(BadRequest):
+    """A request of the documented shape whose content cannot be acted on.
+
+    400 means the request does not match its schema in the OpenAPI document; a request that
+    does, but says something the service cannot do (SQL that is not a CREATE MODEL
+    statement, prediction rows the model cannot read), is refused with 422, so that a
+    client (or a fuzzer) can tell a malformed request from a refused one. A subclass of
+    BadRequest: the SQL endpoint reports both as an invalid statement.
+    """
+
+    status = 422
+    title = "Unprocessable request"
+
+
 class Unauthorized(QuarryError):
     status = 401
     title = "Unauthorized"
@@ -141,6 +155,25 @@ class AgentNotFound(ObjectNotFound):
     title = "Agent not found"
 
 
+class UnknownReference(ObjectNotFound):
+    """The request's body names an object that does not exist (an agent's skill or model).
+
+    422, not 404: the request's target (the project, the agent) exists, and a 404 would tell
+    the client it does not. Still a NotFound by type: the SQL endpoint reports it as "not
+    found", since there the statement names both.
+    """
+
+    status = 422
+
+
+class UnknownSkill(UnknownReference, SkillNotFound):
+    pass
+
+
+class UnknownModel(UnknownReference, ModelNotFound):
+    pass
+
+
 class NameTaken(Conflict):
     """Another object of the same name space already has this name (case-insensitively)."""
 
@@ -171,11 +204,25 @@ class ModelNotReady(Conflict):
     title = "Model not ready"
 
 
+class ModelBusy(Conflict):
+    """A version of the model is still training: one RETRAIN or FINETUNE at a time."""
+
+    title = "Model busy"
+
+
+class ActiveVersion(Conflict):
+    """The active version cannot be dropped; another must be made active first."""
+
+    title = "Active version"
+
+
 class ConcurrentUpdate(Conflict):
     title = "Concurrent update"
 
 
-class TrainingFailed(BadRequest):
+class TrainingFailed(Unprocessable):
+    """USING join_learn_process = true, and the training it waited for failed."""
+
     title = "Training failed"
 
 

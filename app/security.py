@@ -159,7 +159,7 @@ def _guard() -> None:
         # Rights are read with the credential on every request: nothing outlives a revoke.
         access.set_actor(access.Actor(principal.user_id, principal.user_name,
                                       principal.role == "admin", principal.project_key,
-                                      principal.read_only))
+                                      principal.read_only, principal.sources))
         return
     if _is_public():
         return

@@ -1,53 +1,65 @@
 """Cost of the access checks and of the audit record (issue 12), as ratios to sign-in off.
 
-In one run, on each store (SQLite, PostgreSQL), it builds a fresh migrated store and times,
-in-process through the WSGI app (Flask's test client: the app's own work, no network):
+For each store (a fresh SQLite file; a fresh PostgreSQL database on 127.0.0.1:5432, dropped
+at the end) it migrates, makes an admin and a member (alice, owner of project ``p`` with
+1 000 skills, granted ``query`` on data source ``sales``) and their API tokens, then serves
+the store with three gunicorn instances side by side (``-c gunicorn.conf.py``, one worker,
+one thread each, so a request never waits for another):
 
-- ``SELECT 1`` over POST /api/sql/query, and GET of a project's 1 000 skills;
-- with sign-in off (no checks; every SQL statement still gets its audit record), then with
-  sign-in on as an admin (API token) and as a member who owns the project;
-- GET /api/status (no check at all: with a token it times the token's sign-in alone), so
-  that what the grant checks add shows apart from what signing in costs;
-- the audit record of one statement alone (``audit.record_statement``), and the same SELECT 1
-  with the record left out, so that its share of a read query shows.
+- **bare** — sign-in off, and the statements' audit record left out (``record_statement``
+  made a no-op by ``bench/access_noaudit.py``): the floor;
+- **off** — sign-in off (the default), every statement queued for the audit log;
+- **on** — sign-in required, called with the admin's token and with the member's.
 
-Medians of ``--samples`` requests after a warm-up; the ratios are to sign-in off.
+Requests go over one keep-alive connection per instance (``http.client``). The cases are
+interleaved request by request: in each of ``--rounds`` rounds, ``--batch`` times, every
+configuration serves one request of the case in turn (the order rotating), so that a burst
+of load on the shared machine hits all of them alike. Per round the median of each
+configuration is taken and divided by the median of **off** in that round (the audit's row
+by **bare**); the table shows the median of those per-round ratios and, in brackets, their
+10th–90th percentile (the spread). ``ms`` is the median over every request of every round.
 
-    .venv/bin/python bench/access.py [--stores sqlite,postgresql] [--samples 300]
+    .venv/bin/python bench/access.py [--stores sqlite,postgresql] [--rounds 15] [--batch 40]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
+import json
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _server import quarry_env, serving  # noqa: E402
 from flask_migrate import upgrade  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from app import create_app  # noqa: E402
 from app.extensions import db  # noqa: E402
-from app.services import audit  # noqa: E402
+from app.services import access  # noqa: E402
 from app.services import auth as auth_service  # noqa: E402
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 N_SKILLS = 1000
 PASSWORD = "bench password 123"
+SECRET_KEY = "bench-" + "k" * 40
 
 
 @contextlib.contextmanager
 def store(kind: str, workdir: str) -> Iterator[str]:
     if kind == "sqlite":
-        yield f"sqlite:///{workdir}/bench.db"
+        yield f"sqlite:///{workdir}/store.db"
         return
     name = f"quarry_bench_access_{os.getpid()}"
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
@@ -62,21 +74,18 @@ def store(kind: str, workdir: str) -> Iterator[str]:
         admin.dispose()
 
 
-def median_ms(call: Callable[[], Any], samples: int) -> float:
-    for _ in range(max(20, samples // 10)):
-        call()
-    times = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+def settings(url: str, workdir: str) -> dict[str, Any]:
+    return {"DATABASE_URL": url, "INSTANCE_PATH": workdir, "DEMO_SOURCE": False,
+            "SECRET_KEY": SECRET_KEY,
+            "DATA_SOURCES": {"sales": f"sqlite:///{workdir}/sales.db"}}
 
 
 def prepare(url: str, workdir: str) -> dict[str, str]:
-    """Migrate, make the users and their tokens, and a project with N_SKILLS skills."""
-    app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": workdir, "DEMO_SOURCE": False,
-                      "AUTH_REQUIRED": True, "SECRET_KEY": "bench-" + "k" * 40})
+    """Migrate; users, tokens, the grant on sales, and project p with N_SKILLS skills."""
+    with sqlite3.connect(os.path.join(workdir, "sales.db")) as sales:
+        sales.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, amount REAL)")
+        sales.executemany("INSERT INTO orders VALUES (?, ?)", [(i, i * 1.5) for i in range(100)])
+    app = create_app({**settings(url, workdir), "AUTH_REQUIRED": True})
     tokens = {}
     with app.app_context():
         upgrade(directory=os.path.join(ROOT, "migrations"))
@@ -84,6 +93,7 @@ def prepare(url: str, workdir: str) -> dict[str, str]:
         auth_service.create_user("alice", PASSWORD)
         tokens["admin"] = auth_service.create_token("root", "bench")[1]
         tokens["member"] = auth_service.create_token("alice", "bench")[1]
+        access.grant_source("sales", "alice")
     client = app.test_client()
     member = {"Authorization": f"Bearer {tokens['member']}"}
     assert client.post("/api/projects", json={"name": "p"}, headers=member).status_code == 201
@@ -95,69 +105,133 @@ def prepare(url: str, workdir: str) -> dict[str, str]:
     return tokens
 
 
-def run(kind: str, samples: int) -> None:
+@contextlib.contextmanager
+def gunicorn(url: str, workdir: str, name: str, app: str, auth: bool) -> Iterator[int]:
+    """One instance (one worker, one thread) on the shared store; its port."""
+    env = quarry_env(QUARRY_DATABASE_URL=url, QUARRY_INSTANCE_PATH=workdir,
+                     QUARRY_DEMO_SOURCE="false", QUARRY_SECRET_KEY=SECRET_KEY,
+                     QUARRY_AUTH_REQUIRED="true" if auth else "false",
+                     QUARRY_DATA_SOURCES=json.dumps(settings(url, workdir)["DATA_SOURCES"]),
+                     QUARRY_WORKERS="1", QUARRY_THREADS="1", PYTHONPATH=ROOT)
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # each instance its own (gunicorn.conf.py)
+    with serving(env, workdir, app=app, name=f"gunicorn-{name}") as server:
+        yield server.port
+
+
+class Client:
+    """One keep-alive connection to one instance, with one caller's token (or none)."""
+
+    def __init__(self, port: int, token: str | None) -> None:
+        self.port = port
+        self.headers = {"Content-Type": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def timed(self, method: str, path: str, body: Any, check: Any) -> float:
+        data = json.dumps(body).encode() if body is not None else None
+        started = time.perf_counter()
+        try:
+            self.conn.request(method, path, body=data, headers=self.headers)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            self.conn.close()  # gunicorn closed an idle keep-alive connection: once more
+            started = time.perf_counter()
+            self.conn.request(method, path, body=data, headers=self.headers)
+            response = self.conn.getresponse()
+        payload = response.read()
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status != 200 or not check(json.loads(payload)):
+            raise RuntimeError(f"{method} {path} on :{self.port} -> {response.status}: "
+                               f"{payload[:300]!r}")
+        return elapsed
+
+
+CASES = {
+    "SELECT 1": ("POST", "/api/sql/query", {"query": "SELECT 1"},
+                 lambda body: body.get("data") == [[1]]),
+    "SELECT sales (grant)": ("POST", "/api/sql/query",
+                             {"query": "SELECT count(*) FROM sales.orders"},
+                             lambda body: body.get("data") == [[100]]),
+    "list 1000 skills": ("GET", "/api/projects/p/skills", None,
+                         lambda body: len(body) == N_SKILLS),
+}
+# Fewer requests per batch for the slow listing.
+BATCH_SHARE = {"list 1000 skills": 4}
+
+
+def measure(clients: dict[str, Client], rounds: int, batch: int
+            ) -> dict[str, dict[str, list[list[float]]]]:
+    """{case: {configuration: [times of round 0, of round 1, …]}}."""
+    names = list(clients)
+    times: dict[str, dict[str, list[list[float]]]] = {
+        case: {n: [] for n in names} for case in CASES}
+    for case, (method, path, body, check) in CASES.items():
+        size = max(3, batch // BATCH_SHARE.get(case, 1))
+        for client in clients.values():  # warm-up: pools, caches, prepared statements
+            for _ in range(size):
+                client.timed(method, path, body, check)
+        for r in range(rounds):
+            for name in names:
+                times[case][name].append([])
+            for i in range(size):
+                # One request of each configuration in turn (A/B/C/D, the order rotating),
+                # so that a burst of load on the machine falls on all of them alike.
+                k = (r + i) % len(names)
+                for name in names[k:] + names[:k]:
+                    times[case][name][-1].append(clients[name].timed(method, path, body,
+                                                                     check))
+    return times
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def ratio_text(rounds_a: list[list[float]], rounds_b: list[list[float]]) -> str:
+    ratios = [statistics.median(a) / statistics.median(b)
+              for a, b in zip(rounds_a, rounds_b, strict=True)]
+    return (f"x{statistics.median(ratios):.2f} "
+            f"[{_pct(ratios, 0.1):.2f}-{_pct(ratios, 0.9):.2f}]")
+
+
+def run(kind: str, rounds: int, batch: int) -> None:
     with tempfile.TemporaryDirectory() as workdir, store(kind, workdir) as url:
         tokens = prepare(url, workdir)
-        figures: dict[str, dict[str, float]] = {}
-        for mode in ("off", "admin", "member"):
-            app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": workdir,
-                              "DEMO_SOURCE": False, "AUTH_REQUIRED": mode != "off",
-                              "SECRET_KEY": "bench-" + "k" * 40})
-            client = app.test_client()
-            headers = {} if mode == "off" else {"Authorization": f"Bearer {tokens[mode]}"}
-
-            def select_one(client=client, headers=headers) -> None:
-                response = client.post("/api/sql/query", json={"query": "SELECT 1"},
-                                       headers=headers)
-                assert response.status_code == 200 and response.json["data"] == [[1]]
-
-            def list_skills(client=client, headers=headers) -> None:
-                response = client.get("/api/projects/p/skills", headers=headers)
-                assert response.status_code == 200 and len(response.json) == N_SKILLS
-
-            def status(client=client, headers=headers) -> None:
-                assert client.get("/api/status", headers=headers).status_code == 200
-
-            # GET /api/status runs no check: with a token, it is the sign-in alone.
-            figures[mode] = {"SELECT 1": median_ms(select_one, samples),
-                             "list 1000 skills": median_ms(list_skills, samples // 3),
-                             "status (sign-in)": median_ms(status, samples)}
-            if mode == "off":
-                with app.test_request_context():
-                    record = median_ms(lambda: audit.record_statement(
-                        "SELECT 1", None, 1, 0.1, "ok", None), samples)
-                    # The same request without its record: record_statement made a no-op.
-                    saved = audit.record_statement
-                    audit.record_statement = lambda *a, **k: None
-                    try:
-                        bare = median_ms(select_one, samples)
-                    finally:
-                        audit.record_statement = saved
-                figures["audit"] = {"record": record, "SELECT 1 without record": bare}
-            with app.app_context():
-                db.engine.dispose()
-        off = figures["off"]
-        print(f"\n{kind} store ({samples} samples, medians in ms; ratio to sign-in off)")
-        for what in ("status (sign-in)", "SELECT 1", "list 1000 skills"):
-            line = f"  {what:18} off {off[what]:7.3f}"
-            for mode in ("admin", "member"):
-                value = figures[mode][what]
-                line += f"   {mode} {value:7.3f} (x{value / off[what]:.2f})"
-            print(line)
-        a = figures["audit"]
-        print(f"  audit record alone {a['record']:.3f} ms; SELECT 1 without it "
-              f"{a['SELECT 1 without record']:.3f} ms, with it {off['SELECT 1']:.3f} ms "
-              f"(record = {100 * a['record'] / a['SELECT 1 without record']:.0f} % of the "
-              f"bare read; with/without x{off['SELECT 1'] / a['SELECT 1 without record']:.2f})")
+        with contextlib.ExitStack() as stack:
+            ports = {
+                "bare": stack.enter_context(gunicorn(url, workdir, "bare",
+                                                     "bench.access_noaudit:app", False)),
+                "off": stack.enter_context(gunicorn(url, workdir, "off", "wsgi:app", False)),
+                "on": stack.enter_context(gunicorn(url, workdir, "on", "wsgi:app", True)),
+            }
+            clients = {"bare": Client(ports["bare"], None), "off": Client(ports["off"], None),
+                       "admin": Client(ports["on"], tokens["admin"]),
+                       "member": Client(ports["on"], tokens["member"])}
+            times = measure(clients, rounds, batch)
+        print(f"\n{kind} store: {rounds} interleaved rounds; medians in ms; ratios = median "
+              f"of per-round ratios [10th-90th percentile]")
+        print(f"  {'case':22} {'bare':>7} {'off':>7} {'admin':>7} {'member':>7}   "
+              f"{'audit (off/bare)':20} {'admin/off':20} {'member/off':20}")
+        for case, by_name in times.items():
+            flat = {n: statistics.median([t for batch_ in rs for t in batch_])
+                    for n, rs in by_name.items()}
+            print(f"  {case:22} {flat['bare']:7.2f} {flat['off']:7.2f} {flat['admin']:7.2f} "
+                  f"{flat['member']:7.2f}   "
+                  f"{ratio_text(by_name['off'], by_name['bare']):20} "
+                  f"{ratio_text(by_name['admin'], by_name['off']):20} "
+                  f"{ratio_text(by_name['member'], by_name['off']):20}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stores", default="sqlite,postgresql")
-    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--batch", type=int, default=40)
     args = parser.parse_args()
     for kind in args.stores.split(","):
-        run(kind.strip(), args.samples)
+        run(kind.strip(), args.rounds, args.batch)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -29,10 +27,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_BIN = os.path.dirname(sys.executable)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _server import ROOT, migrate, quarry_env, serving  # noqa: E402
+
 PROJECT = "mindsdb"
 N_SKILLS = 1000
 N_AGENTS = 200
@@ -72,62 +73,9 @@ STORES: dict[str, Callable[[str], contextlib.AbstractContextManager]] = {
     "sqlite": sqlite_store, "postgresql": postgresql_store}
 
 
-def quarry_env(store: dict[str, Any], workdir: str, port: int | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(QUARRY_DATABASE_URL=store["url"], QUARRY_INSTANCE_PATH=workdir,
-               QUARRY_DEMO_SOURCE="0", QUARRY_WORKERS="2", QUARRY_LOG_LEVEL="WARNING")
-    if port is not None:
-        env["QUARRY_BIND"] = f"127.0.0.1:{port}"
-    return env
-
-
-def migrate(store: dict[str, Any], workdir: str) -> None:
-    done = subprocess.run([os.path.join(VENV_BIN, "flask"), "--app", "wsgi", "db", "upgrade"],
-                          cwd=ROOT, env=quarry_env(store, workdir),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"flask db upgrade failed ({done.returncode}):\n{done.stderr}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def gunicorn(store: dict[str, Any], workdir: str) -> Iterator[int]:
-    port = free_port()
-    log = open(os.path.join(workdir, "gunicorn.log"), "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [os.path.join(VENV_BIN, "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"],
-        cwd=ROOT, env=quarry_env(store, workdir, port), stdout=log, stderr=log,
-        start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError("gunicorn exited; see " + log.name)
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/api/status")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("gunicorn did not answer in 60 s; see " + log.name)
-            time.sleep(0.2)
-        yield port
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+def store_env(store: dict[str, Any], workdir: str) -> dict[str, str]:
+    return quarry_env(QUARRY_DATABASE_URL=store["url"], QUARRY_INSTANCE_PATH=workdir,
+                      QUARRY_DEMO_SOURCE="0", QUARRY_WORKERS="2")
 
 
 # --- HTTP client -------------------------------------------------------------------------
@@ -295,7 +243,7 @@ class Raw:
 
 def count_statements(store: dict[str, Any], workdir: str) -> dict[str, int]:
     """SQL statements each request runs, counted on the app's own engine (test client)."""
-    sys.path.insert(0, ROOT)
+    sys.path.insert(0, str(ROOT))
     from sqlalchemy import event
 
     from app import create_app
@@ -354,9 +302,11 @@ def run_store(kind: str, samples: int, warmup: int, wrk_seconds: int) -> dict[st
     workdir = tempfile.mkdtemp(prefix=f"quarry_bench_{kind}_")
     try:
         with STORES[kind](workdir) as store:
-            migrate(store, workdir)
+            env = store_env(store, workdir)
+            migrate(env)
             result: dict[str, Any] = {"store": kind, "rows": {}}
-            with gunicorn(store, workdir) as port:
+            with serving(env, workdir) as server:
+                port = server.port
                 client = Client(port)
                 t0 = time.perf_counter()
                 seed(client)

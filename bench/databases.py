@@ -24,45 +24,31 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import psycopg
 from cryptography.fernet import Fernet
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PG = os.environ.get("QUARRY_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _server import (  # noqa: E402
+    PG_SERVER,
+    migrate,
+    pg_database,
+    points_table,
+    quarry_env,
+    serving,
+)
+
 DB = f"quarry_bench_db_{os.getpid()}"
 PARAMS = {"host": "127.0.0.1", "port": 5432, "database": DB, "user": "postgres",
           "password": "bench-password"}  # trust auth ignores it; it is stored encrypted
 CASES = [("point lookup", "SELECT * FROM {db}.points WHERE id = 4242"),
          ("1 000 rows", "SELECT * FROM {db}.points WHERE id <= 1000")]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def make_database() -> None:
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{DB}"')
-    with psycopg.connect(f"{PG}/{DB}", autocommit=True) as conn:
-        conn.execute("CREATE TABLE points (id integer PRIMARY KEY, x float8, y float8, "
-                     "label text)")
-        conn.execute("INSERT INTO points SELECT g, g * 0.25, sqrt(g), 'point ' || g "
-                     "FROM generate_series(1, 10000) g")
-        conn.execute("ANALYZE points")
-
-
-def drop_database() -> None:
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
 
 
 class Client:
@@ -89,7 +75,7 @@ class Client:
 
 def time_raw(sql: str, iterations: int) -> list[float]:
     samples = []
-    with psycopg.connect(f"{PG}/{DB}", autocommit=True) as conn:
+    with psycopg.connect(f"{PG_SERVER}/{DB}", autocommit=True) as conn:
         for i in range(iterations + 5):
             started = time.perf_counter()
             rows = conn.execute(sql).fetchall()
@@ -150,46 +136,23 @@ def main() -> None:
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="quarry-bench-db-")
-    port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")},
-           "QUARRY_INSTANCE_PATH": work, "QUARRY_WORKERS": "2", "QUARRY_THREADS": "4",
-           "QUARRY_LOG_LEVEL": "WARNING", "QUARRY_DEMO_SOURCE": "false",
-           "QUARRY_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-           "QUARRY_DATA_SOURCES": json.dumps({"conf": f"postgresql://postgres@127.0.0.1:5432/"
-                                                      f"{DB}"})}
-    make_database()
-    server = None
     try:
-        bin_dir = os.path.dirname(sys.executable)
-        subprocess.run([os.path.join(bin_dir, "flask"), "--app", "wsgi", "db", "upgrade"],
-                       cwd=ROOT, env=env, check=True, capture_output=True)
-        server = subprocess.Popen(
-            [os.path.join(bin_dir, "gunicorn"), "-c", "gunicorn.conf.py", "-b",
-             f"127.0.0.1:{port}", "--access-logfile", "/dev/null", "wsgi:app"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("gunicorn did not start") from None
-                time.sleep(0.2)
-        client = Client(port)
-        bench_creates(client, args.creates)
-        status, _, answer = client.call("POST", "/api/databases", {
-            "database": {"name": "rt", "engine": "postgres", "parameters": PARAMS}})
-        if status != 201:
-            raise SystemExit(f"create answered {status}: {answer}")
-        bench_steady(client, args.iterations)
+        with pg_database(DB, *points_table(10_000)) as url:
+            env = quarry_env(QUARRY_INSTANCE_PATH=work, QUARRY_WORKERS="2",
+                             QUARRY_THREADS="4", QUARRY_DEMO_SOURCE="false",
+                             QUARRY_ENCRYPTION_KEY=Fernet.generate_key().decode(),
+                             QUARRY_DATA_SOURCES=json.dumps({"conf": url}))
+            migrate(env)
+            with serving(env, work) as server:
+                client = Client(server.port)
+                bench_creates(client, args.creates)
+                status, _, answer = client.call("POST", "/api/databases", {
+                    "database": {"name": "rt", "engine": "postgres", "parameters": PARAMS}})
+                if status != 201:
+                    raise SystemExit(f"create answered {status}: {answer}")
+                bench_steady(client, args.iterations)
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
-        drop_database()
         shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -22,18 +22,28 @@ import json
 import os
 import re
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import psycopg
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PG = os.environ.get("QUARRY_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _server import (  # noqa: E402
+    PG_SERVER,
+    Server,
+    migrate,
+    pg_database,
+    points_table,
+    quarry_env,
+    serving,
+)
+
 DB = f"quarry_bench_{os.getpid()}"
 
 CASES = [
@@ -78,31 +88,9 @@ def prepare_catalog(port: int) -> None:
     conn.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def make_database() -> None:
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{DB}"')
-    with psycopg.connect(f"{PG}/{DB}", autocommit=True) as conn:
-        conn.execute("CREATE TABLE points (id integer PRIMARY KEY, x float8, y float8, "
-                     "label text)")
-        conn.execute("INSERT INTO points SELECT g, g * 0.25, sqrt(g), 'point ' || g "
-                     "FROM generate_series(1, 100000) g")
-        conn.execute("ANALYZE points")
-
-
-def drop_database() -> None:
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
 
 
 def time_quarry(port: int, sql: str, iterations: int) -> list[float]:
@@ -129,7 +117,7 @@ def time_raw(sql: str, source: str | None, iterations: int) -> list[float]:
     """The same statement through the driver in this process: fetch, then JSON-encode."""
     raw_sql = sql.replace("bench.", "")
     if source == "pg":
-        conn = psycopg.connect(f"{PG}/{DB}", autocommit=True)
+        conn = psycopg.connect(f"{PG_SERVER}/{DB}", autocommit=True)
         run = conn.execute
     else:
         conn = sqlite3.connect(":memory:")
@@ -192,67 +180,49 @@ def main() -> None:
         raise SystemExit("wrk is missing: apt-get install -y wrk")
 
     work = tempfile.mkdtemp(prefix="quarry-bench-")
-    port = free_port()
-    env = {**os.environ, "QUARRY_INSTANCE_PATH": work, "QUARRY_WORKERS": "2",
-           "QUARRY_THREADS": "4", "QUARRY_LOG_LEVEL": "WARNING",
-           "QUARRY_DATA_SOURCES": json.dumps({"bench": f"postgresql://postgres@127.0.0.1:5432/"
-                                                       f"{DB}"})}
-    make_database()
-    server = None
     try:
-        bin_dir = os.path.dirname(sys.executable)
-        subprocess.run([os.path.join(bin_dir, "flask"), "--app", "wsgi", "db", "upgrade"],
-                       cwd=ROOT, env=env, check=True, capture_output=True)
-        server = subprocess.Popen(
-            [os.path.join(bin_dir, "gunicorn"), "-c", "gunicorn.conf.py", "-b",
-             f"127.0.0.1:{port}", "--access-logfile", "/dev/null", "wsgi:app"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("gunicorn did not start") from None
-                time.sleep(0.2)
-
-        print(f"{'statement':<18}{'quarry p50':>12}{'p99':>10}{'raw p50':>10}{'p99':>10}"
-              f"{'ratio':>8}{'req/s (8 clients)':>20}  errors")
-        for label, sql, source in [] if args.catalog_only else CASES:
-            iterations = args.iterations if "100 000" not in label else max(10,
-                                                                              args.iterations // 10)
-            quarry = time_quarry(port, sql, iterations)
-            raw = time_raw(sql, source, iterations)
-            q50, r50 = statistics.median(quarry), statistics.median(raw)
-            rps, errors = wrk(port, sql, args.duration)
-            print(f"{label:<18}{q50 * 1000:>10.2f}ms{percentile(quarry, .99) * 1000:>8.2f}ms"
-                  f"{r50 * 1000:>8.2f}ms{percentile(raw, .99) * 1000:>8.2f}ms"
-                  f"{q50 / r50:>8.2f}{rps:>20.0f}  {errors}")
-        if not args.catalog_only:
-            rss, pss, count = gunicorn_memory_mib(server.pid)
-            print(f"gunicorn memory after the data statements, {count} processes (master + 2 "
-                  f"workers): PSS {pss:.0f} MiB, RSS summed {rss:.0f} MiB")
-        prepare_catalog(port)
-        print(f"\n{'service statement':<18}{'quarry p50':>12}{'p99':>10}"
-              f"{'req/s (8 clients)':>20}  errors")
-        for label, sql in CATALOG_CASES:
-            iterations = args.iterations if "JOIN" not in label else max(10,
-                                                                          args.iterations // 10)
-            quarry = time_quarry(port, sql, iterations)
-            rps, errors = wrk(port, sql, args.duration)
-            print(f"{label:<18}{statistics.median(quarry) * 1000:>10.2f}ms"
-                  f"{percentile(quarry, .99) * 1000:>8.2f}ms{rps:>20.0f}  {errors}")
-        rss, pss, count = gunicorn_memory_mib(server.pid)
-        print(f"gunicorn memory after the service statements (models loaded), {count} "
-              f"processes (master + 2 workers): "
-              f"PSS {pss:.0f} MiB, RSS summed {rss:.0f} MiB")
+        with pg_database(DB, *points_table(100_000)) as url:
+            env = quarry_env(QUARRY_INSTANCE_PATH=work, QUARRY_WORKERS="2",
+                             QUARRY_THREADS="4", QUARRY_DATA_SOURCES=json.dumps({"bench": url}))
+            migrate(env)
+            with serving(env, work) as server:
+                measure(server, args)
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
-        drop_database()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(server: Server, args: argparse.Namespace) -> None:
+    port = server.port
+    print(f"{'statement':<18}{'quarry p50':>12}{'p99':>10}{'raw p50':>10}{'p99':>10}"
+          f"{'ratio':>8}{'req/s (8 clients)':>20}  errors")
+    for label, sql, source in [] if args.catalog_only else CASES:
+        iterations = args.iterations if "100 000" not in label else \
+            max(10, args.iterations // 10)
+        quarry = time_quarry(port, sql, iterations)
+        raw = time_raw(sql, source, iterations)
+        q50, r50 = statistics.median(quarry), statistics.median(raw)
+        rps, errors = wrk(port, sql, args.duration)
+        print(f"{label:<18}{q50 * 1000:>10.2f}ms{percentile(quarry, .99) * 1000:>8.2f}ms"
+              f"{r50 * 1000:>8.2f}ms{percentile(raw, .99) * 1000:>8.2f}ms"
+              f"{q50 / r50:>8.2f}{rps:>20.0f}  {errors}")
+    if not args.catalog_only:
+        rss, pss, count = gunicorn_memory_mib(server.pid)
+        print(f"gunicorn memory after the data statements, {count} processes (master + 2 "
+              f"workers): PSS {pss:.0f} MiB, RSS summed {rss:.0f} MiB")
+    prepare_catalog(port)
+    print(f"\n{'service statement':<18}{'quarry p50':>12}{'p99':>10}"
+          f"{'req/s (8 clients)':>20}  errors")
+    for label, sql in CATALOG_CASES:
+        iterations = args.iterations if "JOIN" not in label else \
+            max(10, args.iterations // 10)
+        quarry = time_quarry(port, sql, iterations)
+        rps, errors = wrk(port, sql, args.duration)
+        print(f"{label:<18}{statistics.median(quarry) * 1000:>10.2f}ms"
+              f"{percentile(quarry, .99) * 1000:>8.2f}ms{rps:>20.0f}  {errors}")
+    rss, pss, count = gunicorn_memory_mib(server.pid)
+    print(f"gunicorn memory after the service statements (models loaded), {count} "
+          f"processes (master + 2 workers): "
+          f"PSS {pss:.0f} MiB, RSS summed {rss:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from flask import Flask
 from flask_migrate import upgrade
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 from app import create_app
 from app.extensions import db
@@ -73,10 +74,18 @@ def pg_store(session_dir) -> Iterator[str]:
 
 
 def _empty_pg_store(url: str) -> None:
-    engine = create_engine(url)
+    """Every table emptied and every sequence set back to its start: a fresh store.
+
+    DELETE, not TRUNCATE: the tables hold a few rows, and TRUNCATE makes new files for every
+    table and index (hundreds of milliseconds per test on a busy server; DELETE a few).
+    A connection of its own each time (no pool): some tests kill every store connection."""
+    engine = create_engine(url, poolclass=NullPool)
     with engine.begin() as conn:
-        tables = [t.name for t in db.metadata.sorted_tables]
-        conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+        for table in reversed(db.metadata.sorted_tables):  # children before their parents
+            conn.execute(table.delete())
+        conn.execute(text("SELECT setval(s.seqrelid, s.seqstart, false) FROM pg_sequence s "
+                          "JOIN pg_class c ON c.oid = s.seqrelid "
+                          "WHERE c.relnamespace = current_schema()::regnamespace"))
         conn.execute(text("INSERT INTO projects (name, name_key, created_at) "
                           "VALUES ('mindsdb', 'mindsdb', now())"))
     engine.dispose()
@@ -174,3 +183,11 @@ def count_statements(app) -> Callable[[], contextlib.AbstractContextManager[Stat
             event.remove(engine, "before_cursor_execute", record)
 
     return counting
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Files with a slow test (gunicorn, Chromium, larger trainings) run first: under
+    pytest-xdist (`make test`; one file at a time per worker) the long ones start at once and
+    the many quick files fill the gaps, instead of one long file running alone at the end."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: the rest keep their order

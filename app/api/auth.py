@@ -13,6 +13,7 @@ blp = Blueprint("auth", __name__, url_prefix="/api", description="Sign-in sessio
 @blp.route("/login", methods=["POST"])
 @blp.arguments(LoginIn)
 @blp.response(200, TokenOut)
+@blp.problems(401, 429)
 @public
 def login(body):
     """Sign in: answers a session token (usable as Bearer) and sets the session cookie."""
@@ -22,6 +23,8 @@ def login(body):
 
 @blp.route("/logout", methods=["POST"])
 @blp.response(200)
+@blp.doc_response(200, {"type": "string", "enum": [""],
+                        "description": 'An empty string, as MindsDB answers'})
 def logout():
     """Sign out: ends the caller's session and clears the cookie."""
     service.sign_out(current_principal())

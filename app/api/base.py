@@ -1,5 +1,6 @@
 """The Blueprint every resource uses: flask-smorest's, with Quarry's request parsing."""
 
+from http import HTTPStatus
 from typing import Any
 
 import flask
@@ -35,3 +36,21 @@ class Blueprint(SmorestBlueprint):
         # webargs builds a new instance of a schema class on every request; one instance,
         # made here, serves them all (a tenth of a small request's time).
         return super().arguments(schema() if isinstance(schema, type) else schema, **kwargs)
+
+    def doc_response(self, status: int, schema: dict[str, Any]):
+        """Document the schema of an answer the view builds itself (``response`` without a
+        schema sends it as it is)."""
+        return self.alt_response(status, schema=schema, success=True)
+
+    def problems(self, *statuses: int):
+        """Document the problem+json answers a view gives besides its success.
+
+        Only the view-specific ones: 404 (a project or object missing), 409, 422, 429. The
+        answers every route may give (400 for a body or query that does not validate, 401,
+        413, 503) are added to the document in one place, ``app/api/openapi.py``.
+        """
+        def decorator(view):
+            for status in statuses:
+                view = self.alt_response(status, response=HTTPStatus(status).name)(view)
+            return view
+        return decorator

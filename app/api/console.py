@@ -2,10 +2,10 @@
 
 from ..schemas.console import (
     HistoryArgs,
-    HistoryIn,
     HistoryOut,
     SavedQueryIn,
     SavedQueryOut,
+    SchemaArgs,
     SchemaOut,
 )
 from ..security import current_principal
@@ -22,52 +22,50 @@ def _user() -> str | None:
 
 
 @blp.route("/schema", methods=["GET"])
+@blp.arguments(SchemaArgs, location="query")
 @blp.response(200, SchemaOut)
-def get_schema():
+@blp.problems(404)
+def get_schema(args):
     """Data sources with tables and columns, projects with models (for autocomplete)."""
-    return service.schema()
+    return service.schema(args["database"])
 
 
 @blp.route("/history", methods=["GET"])
 @blp.arguments(HistoryArgs, location="query")
 @blp.response(200, HistoryOut(many=True))
 def list_history(args):
-    """The caller's statements, newest first, optionally only those matching ``q``."""
-    return service.list_history(_user(), args["q"], args["limit"])
-
-
-@blp.route("/history", methods=["POST"])
-@blp.arguments(HistoryIn)
-@blp.response(201, HistoryOut)
-def record_statement(body):
-    """Keep a statement the caller ran, with its outcome."""
-    return service.record_statement(_user(), body)
+    """The caller's statements (every client's: the SQL route keeps them), newest first,
+    optionally only those matching ``q``."""
+    return service.list_history(args["q"], args["limit"])
 
 
 @blp.route("/history", methods=["DELETE"])
 @blp.response(204)
 def clear_history():
     """Forget the caller's statements."""
-    service.clear_history(_user())
+    service.clear_history()
 
 
-@blp.route("/projects/<string:project>/saved", methods=["GET"])
+@blp.route("/projects/<name:project>/saved", methods=["GET"])
 @blp.response(200, SavedQueryOut(many=True))
+@blp.problems(404)
 def list_saved_queries(project):
     """A project's saved queries, by name."""
     return service.list_saved(project)
 
 
-@blp.route("/projects/<string:project>/saved", methods=["POST"])
+@blp.route("/projects/<name:project>/saved", methods=["POST"])
 @blp.arguments(SavedQueryIn)
 @blp.response(201, SavedQueryOut)
+@blp.problems(403, 404, 409)
 def save_query(body, project):
     """Save a statement under a name (the same name again replaces it)."""
     return service.save_query(project, _user(), body)
 
 
-@blp.route("/projects/<string:project>/saved/<string:name>", methods=["DELETE"])
+@blp.route("/projects/<name:project>/saved/<name:name>", methods=["DELETE"])
 @blp.response(204)
+@blp.problems(403, 404)
 def delete_saved_query(project, name):
     """Delete a saved query."""
     service.delete_saved(project, name)

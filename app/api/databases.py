@@ -31,6 +31,7 @@ def list_databases():
 @blp.response(201, DatabaseOut)
 @blp.alt_response(200, schema=ConnectionStatusOut,
                   description="check_connection was asked and the connection failed")
+@blp.problems(403, 409, 422)
 def create_database(body):
     """Connect a database (its password is stored encrypted)."""
     data = body["database"]
@@ -45,6 +46,7 @@ def create_database(body):
 @blp.route("/status", methods=["POST"])
 @blp.arguments(DatabaseStatusIn)
 @blp.response(200, ConnectionStatusOut)
+@blp.problems(403, 422)
 def check_database(body):
     """Test connection parameters without storing anything."""
     params = {k: v for k, v in body.items() if k != "engine"}
@@ -53,18 +55,22 @@ def check_database(body):
     return service.check_parameters(body["engine"], params)
 
 
-@blp.route("/<string:name>", methods=["GET"])
+@blp.route("/<database:name>", methods=["GET"])
 @blp.arguments(DatabaseGetArgs, location="query")
 @blp.response(200, DatabaseOut)
+@blp.problems(404)
 def get_database(args, name):
     """Get one database (?check_connection=true: and whether it can be reached)."""
     return service.get_database(name, check=args["check_connection"])
 
 
-@blp.route("/<string:name>", methods=["PUT"])
+@blp.route("/<database:name>", methods=["PUT"])
 @blp.arguments(DatabasePut)
 @blp.response(200, DatabaseOut)
 @blp.alt_response(201, schema=DatabaseOut, description="There was none: it was created")
+@blp.alt_response(200, schema=ConnectionStatusOut, success=True,
+                  description="check_connection was asked and the connection failed")
+@blp.problems(403, 409, 422)
 def update_database(body, name):
     """Replace a database's parameters (a masked password keeps its value), or create it."""
     data = body["database"]
@@ -76,16 +82,18 @@ def update_database(body, name):
     return view, 201 if created else 200
 
 
-@blp.route("/<string:name>", methods=["DELETE"])
+@blp.route("/<database:name>", methods=["DELETE"])
 @blp.arguments(DatabaseDeleteArgs, location="query")
 @blp.response(204)
+@blp.problems(403, 404, 409, 422)
 def delete_database(args, name):
     """Drop a database (refused while models or skills use it, unless cascade=true)."""
     service.delete_database(name, cascade=args["cascade"])
 
 
-@blp.route("/<string:name>/tables", methods=["GET"])
+@blp.route("/<database:name>/tables", methods=["GET"])
 @blp.response(200, TableOut(many=True))
+@blp.problems(403, 404, 409)
 def list_tables(name):
     """List the tables and views of a data source."""
     return service.list_tables(name)

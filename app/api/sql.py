@@ -41,6 +41,7 @@ def list_queries():
 
 @blp.route("/queries/<string:query_id>", methods=["DELETE"])
 @blp.response(200, CancelledQueryOut)
+@blp.problems(403, 404)
 def cancel_query(query_id):
     """Stop a running statement, whichever worker runs it."""
     return service.cancel_query(query_id, _user())

@@ -1,14 +1,16 @@
 """Service status: /api/status and the liveness probe /api/util/ping (both open, also when
 sign-in is required)."""
 
+from typing import Any
+
 from flask import Response, current_app
-from marshmallow import Schema, fields
+from marshmallow import Schema, fields, validate
 
 from ..errors import StoreUnavailable
 from ..security import auth_status, operators_only, public
+from ..services import access
 from ..services.startup import store_ready
 from ..sql.roles import role_state
-from ..sql.sources import current_sources
 from ..telemetry import current_metrics
 from .base import Blueprint
 
@@ -17,8 +19,8 @@ metrics_blp = Blueprint("metrics", __name__, url_prefix="", description="Prometh
 
 
 class AuthStatus(Schema):
-    required = fields.Boolean()
-    signed_in = fields.Boolean()
+    required = fields.Boolean(required=True)
+    signed_in = fields.Boolean(required=True)
 
 
 class DataSourceStatus(Schema):
@@ -34,14 +36,14 @@ class DataSourceStatus(Schema):
 
 
 class StatusOut(Schema):
-    version = fields.String()
-    auth = fields.Nested(AuthStatus)
+    version = fields.String(required=True)
+    auth = fields.Nested(AuthStatus, required=True)
     data_sources = fields.List(fields.Nested(DataSourceStatus), metadata={
         "description": "Only when sign-in is off or the caller is signed in"})
 
 
 class PingOut(Schema):
-    status = fields.String()
+    status = fields.String(required=True, validate=validate.OneOf(["ok"]))
 
 
 @blp.route("/status", methods=["GET"])
@@ -57,8 +59,16 @@ def get_status():
         status["data_sources"] = [
             {"name": s.name, "engine": s.engine_name, "role_check": role_state(s),
              "warnings": list(s.role.warnings) if s.role is not None else []}
-            for s in current_sources().sources()]
+            for s in _status_sources()]
     return status
+
+
+def _status_sources() -> list[Any]:
+    """The configured sources and those created at run time (their account check is stored
+    with them), of those the caller may query (the others do not exist for it)."""
+    registry = access.queryable_sources()
+    found = (registry.get(name) for name in registry.names())
+    return [s for s in found if s is not None]
 
 
 @blp.route("/util/ping", methods=["GET"])
@@ -77,6 +87,7 @@ class ReadinessOut(Schema):
 
 @blp.route("/util/readiness", methods=["GET"])
 @blp.response(200, ReadinessOut)
+@blp.problems(403)
 @operators_only
 def readiness():
     """Readiness probe: the metadata store answers (503 when it does not)."""
@@ -87,6 +98,7 @@ def readiness():
 
 @metrics_blp.route("/metrics", methods=["GET"])
 @metrics_blp.response(200, {"type": "string"}, content_type="text/plain")
+@metrics_blp.problems(403)
 @operators_only
 def get_metrics():
     """Prometheus metrics of every worker (text exposition format)."""

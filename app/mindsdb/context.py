@@ -42,7 +42,15 @@ class Context:
             return None
 
     def split(self, parts: list[str], kind: str) -> tuple[str, str]:
-        """``[p, x]`` or ``[x]`` (in the context project) → (project, name)."""
+        """``[p, x]`` or ``[x]`` (in the context project) → (project, name).
+
+        For models a trailing number is a version: ``p.m.2`` and ``m.2`` name version 2, as
+        the ref ``m.2`` the services take (a model name never is all digits).
+        """
+        if kind == "model" and len(parts) in (2, 3) and parts[-1].isascii() \
+                and parts[-1].isdigit():
+            ref = f"{parts[-2]}.{parts[-1]}"
+            return (parts[0], ref) if len(parts) == 3 else (self.db, ref)
         if len(parts) == 1:
             return self.db, parts[0]
         if len(parts) == 2:

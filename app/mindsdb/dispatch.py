@@ -14,12 +14,12 @@ from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
 from ..sql.gate import check_count_params, gate
 from ..sql.running import Statement
-from ..sql.sources import current_sources
+from ..sql.sources import unknown_source
 from ..sql.stream import TableStream, open_stream
 from ..telemetry import current_metrics
 from .router import service_statement
 
-__all__ = ["execute_sql", "error_body"]
+__all__ = ["account_stream", "execute_sql", "error_body"]
 
 log = logging.getLogger(__name__)
 
@@ -43,21 +43,49 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
         log.info("sql error %s: %s", exc.code, exc.message)
         answer = error_body(exc, db)
     source = reached[0] if reached else None
-    if isinstance(answer, TableStream):  # recorded as it opens; its rows go out later
-        _account(query, {"type": "table"}, source, time.perf_counter() - started)
-        return answer
-    _account(query, answer, source, time.perf_counter() - started)
+    if isinstance(answer, TableStream):
+        return answer  # recorded as it ends (account_stream), with the rows that went out
+    _account(query, answer, source, time.perf_counter() - started, db)
     return answer
 
 
-def _account(query: str, answer: dict[str, Any], source: str | None, seconds: float) -> None:
-    """The statement's audit record and metrics: who ran what, where, how it ended."""
-    failed = answer.get("type") == "error"
+def _account(query: str, answer: dict[str, Any], source: str | None, seconds: float,
+             db: str) -> None:
+    """The statement's audit record, history row and metrics: who ran what, where, how it
+    ended."""
+    kind = answer.get("type")
+    failed = kind == "error"
     rows = len(answer["data"]) if isinstance(answer.get("data"), list) else None
     outcome = "error" if failed else "ok"
     code = str(answer["error_code"]) if failed else None
     current_metrics().sql_statement(source or "", outcome, seconds, rows or 0)
-    audit.record_statement(query, source, rows, seconds * 1000.0, outcome, code)
+    if failed:
+        shown = "cancelled" if answer["error_code"] == ErrorCode.CANCELLED else "error"
+        history = {"outcome": shown, "error_message": answer.get("error_message")}
+    else:
+        history = {"outcome": "table" if kind == "table" else "ok"}
+    history["database"] = (answer.get("context") or {}).get("db") or db
+    audit.record_statement(query, source, rows, seconds * 1000.0, outcome, code,
+                           history=history)
+
+
+def account_stream(query: str, stream: TableStream, context_db: str | None) -> None:
+    """Record a streamed statement as its stream ends: the rows that went out, the time from
+    its start to its last byte, and whether it reached its end (or its row limit)."""
+    statement = stream.statement
+    seconds = time.monotonic() - statement.started
+    finished = stream.complete or stream.truncated
+    rows = statement.rows_sent
+    current_metrics().sql_statement(stream.source.name or "", "ok" if finished else "error",
+                                    seconds, rows)
+    history: dict[str, Any] = {"database": stream.source.name or context_db or DEFAULT_PROJECT}
+    if finished:
+        history["outcome"] = "table"
+    else:
+        history.update(outcome="error", error_message="The stream stopped before the last "
+                       f"row ({rows} rows went out): cancelled, failed or left by the client")
+    audit.record_statement(query, stream.source.name, rows, seconds * 1000.0,
+                           "ok" if finished else "error", None, history=history)
 
 
 def _service_statement(query: str, db: str, params: dict[str, Any] | None
@@ -67,21 +95,20 @@ def _service_statement(query: str, db: str, params: dict[str, Any] | None
     Returns the response body, or None when ``query`` is not such a statement, so that it
     goes on to the data path.
     """
-    return service_statement(query, db, params, current_sources())
+    return service_statement(query, db, params, access.queryable_sources())
 
 
 def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None, statement: Statement | None,
                     stream: bool, reached: list[str]) -> dict[str, Any] | TableStream:
-    registry = current_sources()
+    registry = access.queryable_sources()
     gated = gate(query, registry, db)
     if gated.source is not None:
         reached.append(gated.source.name)
     if gated.source is not None and not access.may_query(gated.source.name):
-        raise SqlError(ErrorCode.ACCESS_DENIED,
-                       f"You may not query data source '{gated.source.name}': it is not public "
-                       "and you hold no grant on it (an admin can run GRANT query ON DATABASE "
-                       f"{gated.source.name} TO <you>)")
+        # Unreachable through the caller's view (a source it may not query does not exist
+        # there); kept as the last guard, answering as for a missing source.
+        raise unknown_source(gated.source.name, registry.names())
     check_count_params(gated, params)
     target = gated.source or registry.constants
     if statement is not None:

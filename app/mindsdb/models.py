@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mindsdb_sql_parser.ast.mindsdb import CreatePredictor
 
-from ..errors import BadRequest
+from ..errors import Unprocessable
 from ..rules.names import name_key
 from ..services.training import TrainingSpec
 from ..sql.errors import SqlError
@@ -18,39 +18,43 @@ _TIME_SERIES_CLAUSES = ("order_by", "group_by", "window", "horizon")
 
 
 def parse_create_model(query: str, project: str) -> TrainingSpec:
-    """The spec of a CREATE MODEL statement's text, for ``project`` (REST's path)."""
+    """The spec of a CREATE MODEL statement's text, for ``project`` (REST's path).
+
+    Text that is not a CREATE MODEL the service can train is 422, not 400: the request has
+    the documented shape (a string that is not blank); its content is what is refused."""
     if not isinstance(query, str) or not query.strip():
-        raise BadRequest('Missing "query": a CREATE MODEL statement', title="Query required")
+        raise Unprocessable('Missing "query": a CREATE MODEL statement', title="Query required")
     try:
         statement = parse_mindsdb(query)
     except SqlError as exc:  # a syntax error in SQL words: line, column, token
-        raise BadRequest(f"The CREATE MODEL statement cannot be read: {exc.message}",
-                         title="Invalid query string") from None
+        raise Unprocessable(f"The CREATE MODEL statement cannot be read: {exc.message}",
+                            title="Invalid query string") from None
     if not isinstance(statement, CreatePredictor):
-        raise BadRequest(f"SQL statement is not a CREATE MODEL statement: {query}",
-                         title="Invalid CREATE SQL statement")
+        raise Unprocessable(f"SQL statement is not a CREATE MODEL statement: {query}",
+                            title="Invalid CREATE SQL statement")
     return training_spec(statement, project)
 
 
 def training_spec(statement: CreatePredictor, project: str) -> TrainingSpec:
-    """The spec of a parsed CREATE MODEL; a bare model name goes into ``project``."""
+    """The spec of a parsed CREATE MODEL; a bare model name goes into ``project``. The SQL
+    endpoint reports its refusals (Unprocessable) as INVALID_STATEMENT."""
     parts = [str(p) for p in statement.name.parts]
     if len(parts) > 2:
-        raise BadRequest(f"Model name '{'.'.join(parts)}' has too many parts: use "
-                         "project.model or model", title="Invalid model name")
+        raise Unprocessable(f"Model name '{'.'.join(parts)}' has too many parts: use "
+                            "project.model or model", title="Invalid model name")
     if len(parts) == 2 and name_key(parts[0]) != name_key(project):
-        raise BadRequest(f"The statement creates a model in project '{parts[0]}' but the "
-                         f"request is for project '{project}'", title="Project mismatch")
+        raise Unprocessable(f"The statement creates a model in project '{parts[0]}' but the "
+                            f"request is for project '{project}'", title="Project mismatch")
     targets = statement.targets or []
     if len(targets) != 1:
-        raise BadRequest("PREDICT must name exactly one column", title="Invalid PREDICT")
+        raise Unprocessable("PREDICT must name exactly one column", title="Invalid PREDICT")
     if any(getattr(statement, clause, None) for clause in _TIME_SERIES_CLAUSES):
-        raise BadRequest("Time-series models (ORDER BY, GROUP BY, WINDOW, HORIZON) are not "
-                         "supported", title="Unsupported CREATE MODEL clause")
+        raise Unprocessable("Time-series models (ORDER BY, GROUP BY, WINDOW, HORIZON) are not "
+                            "supported", title="Unsupported CREATE MODEL clause")
     if not statement.query_str:
-        raise BadRequest("CREATE MODEL needs the training data: "
-                         "CREATE MODEL p.m FROM <data source> (SELECT …) PREDICT <column>",
-                         title="Training data missing")
+        raise Unprocessable("CREATE MODEL needs the training data: "
+                            "CREATE MODEL p.m FROM <data source> (SELECT …) PREDICT <column>",
+                            title="Training data missing")
     source = statement.integration_name
     return TrainingSpec(
         project=parts[0] if len(parts) == 2 else project, name=parts[-1],

@@ -18,7 +18,7 @@ from ..sql.errors import ErrorCode, SqlError
 from ..sql.formats import arrow_stream, csv_stream, jsonlines, sse
 from ..sql.running import Statement
 from ..sql.stream import TableStream
-from .dispatch import error_body, execute_sql
+from .dispatch import account_stream, error_body, execute_sql
 
 # SELECT query_cancel('<id>') (MindsDB's function), alone in its statement.
 _CANCEL_CALL = re.compile(r"\s*select\s+query_cancel\s*\(\s*(['\"]?)([A-Za-z0-9_-]{1,64})\1"
@@ -30,9 +30,10 @@ class Answer:
     """What POST /api/sql/query answers: a single body, or an open stream."""
 
     def __init__(self, statement: Statement, body: dict[str, Any] | None = None,
-                 stream: TableStream | None = None, context: dict[str, Any] | None = None
-                 ) -> None:
+                 stream: TableStream | None = None, context: dict[str, Any] | None = None,
+                 query: str = "") -> None:
         self.statement = statement
+        self.query = query  # as the caller wrote it (the statement keeps the gated text)
         self.body = body
         self.stream = stream
         self.context = context or {}
@@ -61,7 +62,8 @@ def run_query(query: str, context_db: str | None, params: dict[str, Any] | None,
             registry.register(statement)
             streamed = True
             return Answer(statement, stream=result,
-                          context={"db": result.source.name or context_db or DEFAULT_PROJECT})
+                          context={"db": result.source.name or context_db or DEFAULT_PROJECT},
+                          query=query)
         return Answer(statement, result)
     finally:
         if not streamed:
@@ -100,3 +102,4 @@ def stream_body(answer: Answer) -> Iterator[bytes]:
             stream.close()
         finally:
             running().end(answer.statement)
+            account_stream(answer.query, stream, answer.context.get("db"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindsdb_sql_parser.ast import Describe, DropDatabase, Identifier, Join, Select, Show
+from mindsdb_sql_parser.ast import Describe, DropDatabase, Identifier, Join, Select, Set, Show
 from mindsdb_sql_parser.ast.mindsdb import (
     AlterDatabase,
     CreateAgent,
@@ -48,6 +48,9 @@ _HANDLERS = {
     DropSkill: statements.drop_skill,
     CreateAgent: statements.create_agent,
     DropAgent: statements.drop_agent,
+    RetrainPredictor: statements.retrain_model,
+    FinetunePredictor: statements.retrain_model,
+    Set: statements.set_statement,
 }
 
 
@@ -65,10 +68,6 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
     handler = _HANDLERS.get(type(statement))
     if handler is not None:
         return handler(statement, ctx)
-    if isinstance(statement, RetrainPredictor | FinetunePredictor):
-        raise SqlError(ErrorCode.UNSUPPORTED,
-                       "RETRAIN and FINETUNE are not supported: drop the model and create it "
-                       "again")
     if isinstance(statement, Select):
         return _select(statement, ctx)
     return None
@@ -138,7 +137,17 @@ def _info_schema(statement: Select, table: str, alias: str | None,
 
 
 def _project_object(parts: list[str], ctx: Context) -> tuple[str, str] | None:
-    """(project, object) when ``parts`` names something in a project, else None."""
+    """(project, object) when ``parts`` names something in a project, else None; a model
+    version is the object ``m.N`` (``p.m.N``, or ``m.N`` in the context project)."""
+    if len(parts) in (2, 3) and parts[-1].isascii() and parts[-1].isdigit():
+        version = f"{parts[-2]}.{parts[-1]}"
+        if len(parts) == 3:
+            project = None if ctx.is_source(parts[0]) else ctx.find_project(parts[0])
+            return (project, version) if project else None
+        if not ctx.is_source(ctx.db) and not ctx.is_source(parts[0]):
+            project = ctx.find_project(ctx.db)
+            return (project, version) if project else None
+        return None
     if len(parts) == 2:
         if ctx.is_source(parts[0]):
             return None

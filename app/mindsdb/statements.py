@@ -17,6 +17,7 @@ from mindsdb_sql_parser.ast import (
     DropDatabase,
     Identifier,
     Select,
+    Set,
     Show,
     Star,
 )
@@ -28,6 +29,8 @@ from mindsdb_sql_parser.ast.mindsdb import (
     DropAgent,
     DropPredictor,
     DropSkill,
+    FinetunePredictor,
+    RetrainPredictor,
 )
 
 from ..errors import (
@@ -217,12 +220,47 @@ def create_model(statement: CreatePredictor, ctx: Context) -> Body:
                       [tables.model_row(model, stored, tables.MODEL_RECORD_COLUMNS)], ctx)
 
 
+def retrain_model(statement: RetrainPredictor | FinetunePredictor, ctx: Context) -> Body:
+    """RETRAIN / FINETUNE [p.]m[.N] [FROM source (SELECT …)] [USING …]: version N+1."""
+    project, ref = ctx.split(_name(statement.name), "model")
+    name, version = model_service.split_ref(ref)
+    source = statement.integration_name
+    spec = training_service.RetrainSpec(
+        project=project, name=name, version=version, query=statement.query_str or None,
+        source=str(source.parts[-1]) if source is not None else None,
+        using={str(k).lower(): plain(v) for k, v in (statement.using or {}).items()},
+        finetune=isinstance(statement, FinetunePredictor))
+    with _about(project, name, ModelNotFound):
+        model = training_service.retrain_model(spec)
+        stored = ctx.project(project)
+    return table_body(tables.MODEL_RECORD_COLUMNS,
+                      [tables.model_row(model, stored, tables.MODEL_RECORD_COLUMNS)], ctx)
+
+
+def set_statement(statement: Set, ctx: Context) -> Body | None:
+    """SET model_active = [p.]m.N (MindsDB's SQL) or SET active p.m.N (mindsdb_sdk's).
+
+    Other SET statements are not about models: None sends them on to the data path.
+    """
+    name = _name(statement.name)[-1].lower() if isinstance(statement.name, Identifier) else None
+    category = (statement.category or "").lower()
+    if not (name == "model_active" or category == "active" and statement.name is None):
+        return None
+    if not isinstance(statement.value, Identifier):
+        raise SqlError(ErrorCode.INVALID_STATEMENT,
+                       "SET model_active takes a model version: SET model_active = p.m.N")
+    project, ref = ctx.split(_name(statement.value), "model")
+    name, version = model_service.split_ref(ref)
+    if version is None:
+        raise SqlError(ErrorCode.INVALID_STATEMENT,
+                       f"SET model_active needs a version number: {ref}.N")
+    with _about(project, ref, ModelNotFound):
+        model_service.set_active_version(project, name, version)
+    return ok_body(ctx)
+
+
 def drop_model(statement: DropPredictor, ctx: Context) -> Body:
-    parts = _name(statement.name)
-    if len(parts) == 3:  # p.m.N: one version
-        project, ref = parts[0], f"{parts[1]}.{parts[2]}"
-    else:
-        project, ref = ctx.split(parts, "model")
+    project, ref = ctx.split(_name(statement.name), "model")
     with _about(project, ref, ModelNotFound, accept=statement.if_exists):
         model_service.delete_model(project, ref)
     return ok_body(ctx)
@@ -238,7 +276,13 @@ def describe(statement: Describe, ctx: Context) -> Body:
         raise SqlError(ErrorCode.UNSUPPORTED,
                        f"'{parts[0]}' is a data source: DESCRIBE describes models")
     attribute = None
-    if len(parts) == 3:
+    if len(parts) > 1 and parts[-1].isascii() and parts[-1].isdigit() \
+            or len(parts) == 4 and parts[2].isascii() and parts[2].isdigit():
+        # p.m.N, m.N (a version), p.m.N.attribute
+        if len(parts) == 4:
+            attribute = parts[3]
+        project, name = ctx.split(parts[:3], "model")
+    elif len(parts) == 3:
         project, name, attribute = parts
     elif len(parts) == 2 and ctx.find_project(parts[0]) is None \
             and parts[1].lower() in model_service.ATTRIBUTES:

@@ -44,9 +44,13 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=False)
 
 
+_PHASES = {"queued": 1, "reading": 2, "fitting": 3, "complete": 4}
+
+
 def model_values(model: MLModel, project: str) -> dict[str, Any]:
     """One model as MindsDB's columns (values as REST shows them)."""
     complete = model.status == "complete"
+    phase = (model.progress or {}).get("phase")
     return {
         "NAME": model.name, "ENGINE": model.engine, "PROJECT": project,
         "ACTIVE": model.active, "VERSION": model.version, "STATUS": model.status,
@@ -54,10 +58,10 @@ def model_values(model: MLModel, project: str) -> dict[str, Any]:
         "MINDSDB_VERSION": current_app.config.get("API_VERSION"), "ERROR": model.error,
         "SELECT_DATA_QUERY": model.fetch_data_query,
         "TRAINING_OPTIONS": _json(model.training_options or {}),
-        # Training is one phase here; MindsDB reports its phases the same way.
-        "CURRENT_TRAINING_PHASE": 1 if complete else None,
-        "TOTAL_TRAINING_PHASES": 1 if complete else None,
-        "TRAINING_PHASE_NAME": "Complete" if complete else None,
+        # Phases queued, reading, fitting, complete (MindsDB numbers its phases the same way).
+        "CURRENT_TRAINING_PHASE": 4 if complete else _PHASES.get(phase),
+        "TOTAL_TRAINING_PHASES": 4,
+        "TRAINING_PHASE_NAME": "complete" if complete else phase,
         "TAG": None, "CREATED_AT": model.created_at, "TRAINING_TIME": model.training_time,
     }
 

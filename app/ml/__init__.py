@@ -15,7 +15,13 @@ if TYPE_CHECKING:
     from .training import TrainResult
 
 __all__ = ["METRICS", "PROBLEMS", "LoadedModel", "PredictionError", "TrainResult",
-           "TrainingError", "load_model", "predict", "train"]
+           "TrainingError", "load_model", "predict", "preload", "train"]
+
+
+def preload() -> None:
+    """Import the ML stack now (a gunicorn master before it forks: the workers then share
+    these pages instead of each importing ~150 MiB on its first prediction)."""
+    from . import prediction, training  # noqa: F401
 
 
 def train(*args: Any, **kwargs: Any) -> TrainResult:

@@ -7,6 +7,9 @@
 - Prediction intervals: the 5th and 95th percentiles of out-of-fold residuals (split
   conformal style); their coverage is measured cross-fitted the same way.
 - Importances: permutation importances of the fold models on their held-out rows.
+- The score's interval: where the score of the model on a new sample of rows is expected to
+  fall, from the spread of the fold scores (a prediction interval for one more fold, not the
+  standard error of the mean) and, as a floor, the bootstrap spread of a fold-sized sample.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.optimize import minimize_scalar
-from sklearn.inspection import permutation_importance
 
 from .selection import Folds, score
 
@@ -28,6 +31,10 @@ PARTS = 5
 INTERVAL_LEVEL = 0.9
 # Held-out rows per fold on which importances are measured: enough for a stable mean.
 IMPORTANCE_ROWS_PER_FOLD = 1_000
+# Shuffled rows predicted per fold at most (fewer shuffles on wide tables).
+IMPORTANCE_PREDICTED_ROWS = 50_000
+# Rows predicted in one call when measuring importances (shuffled copies stacked).
+_BATCH_ROWS = 200_000
 
 
 # --- calibration ------------------------------------------------------------------------------
@@ -169,12 +176,80 @@ def _quantiles(residuals: np.ndarray, tail: float) -> tuple[float, float]:
             float(np.quantile(residuals, 1 - tail, method="higher")))
 
 
+# --- the score's interval ---------------------------------------------------------------------
+
+SCORE_LEVEL = 0.9
+# Resamples drawn to measure how much the score of a fold-sized sample moves by chance.
+SCORE_BOOTSTRAP_DRAWS = 200
+
+
+@dataclass
+class ScoreInterval:
+    low: float
+    high: float
+    spread: float        # the standard deviation used: fold scores, or bootstrap if larger
+    fold_std: float | None
+    bootstrap_std: float
+    sample_rows: int     # the size of sample the interval is for: a fold's held-out rows
+
+    def describe(self, folds: int) -> dict[str, Any]:
+        level = (1 + SCORE_LEVEL) / 2
+        formula = f"mean +- t({level:.2f}, {folds - 1} df) x s x sqrt(1 + 1/{folds})" \
+            if folds > 1 else f"score +- z({level:.2f}) x s x sqrt(3)"
+        return {
+            "level": SCORE_LEVEL,
+            "meaning": f"the score the model is expected to reach on a new sample of about "
+                       f"{self.sample_rows} rows, {SCORE_LEVEL:.0%} of the time "
+                       "(larger samples vary less)",
+            "method": f"{formula}, s the larger of the fold scores' standard deviation "
+                      "(n-1) and the bootstrap standard deviation of the score of a "
+                      "fold-sized sample of the out-of-fold predictions",
+            "s": round(self.spread, 4),
+            "fold_std": None if self.fold_std is None else round(self.fold_std, 4),
+            "bootstrap_std": round(self.bootstrap_std, 4),
+        }
+
+
+def score_interval(problem: str, fold_scores: list[float], truth: np.ndarray,
+                   predicted: np.ndarray, sample_rows: int, random_state: int) -> ScoreInterval:
+    """A prediction interval for the score of one new sample of ``sample_rows`` rows.
+
+    The mean of k fold scores has the spread s/sqrt(k); a new sample's score has its own, s,
+    on top: mean +- q x s x sqrt(1 + 1/k), with Student's t for q as s comes from k scores.
+    Five fold scores can agree by luck (or one hold-out gives no spread at all), so s is at
+    least the bootstrap standard deviation of the score of ``sample_rows`` out-of-fold
+    predictions drawn with replacement: the variation a test sample of that size brings.
+    """
+    k = len(fold_scores)
+    mean = float(np.mean(fold_scores))
+    rng = np.random.default_rng(random_state + 2)
+    if problem == "classification":
+        # Integer codes: np.unique on object labels made 200 resamples cost seconds.
+        _, codes = np.unique(np.concatenate([truth, predicted]), return_inverse=True)
+        truth, predicted = codes[:len(truth)], codes[len(truth):]
+    draws = [rng.integers(0, len(truth), sample_rows) for _ in range(SCORE_BOOTSTRAP_DRAWS)]
+    boot = float(np.std([score(problem, truth[d], predicted[d]) for d in draws], ddof=1))
+    fold_std = float(np.std(fold_scores, ddof=1)) if k > 1 else None
+    spread = max(fold_std or 0.0, boot)
+    if k > 1:
+        quantile = float(stats.t.ppf((1 + SCORE_LEVEL) / 2, k - 1))
+        half = quantile * spread * float(np.sqrt(1 + 1 / k))
+    else:
+        # One hold-out: the bootstrap sees only which rows were tested, not how much a model
+        # trained on other rows (the stored one learned from all) would differ. That part
+        # is taken to be as large again: s x sqrt(1 + 1 + 1).
+        half = float(stats.norm.ppf((1 + SCORE_LEVEL) / 2)) * spread * float(np.sqrt(3))
+    # Both metrics top out at 1 (balanced accuracy also bottoms out at 0).
+    low = mean - half if problem == "regression" else max(0.0, mean - half)
+    return ScoreInterval(low, min(1.0, mean + half), spread, fold_std, boot, sample_rows)
+
+
 # --- importances ------------------------------------------------------------------------------
 
 @dataclass
 class Importances:
     share: dict[str, float]   # mean drop in score / sum of the positive mean drops
-    spread: dict[str, float]  # standard deviation over folds, same scale
+    spread: dict[str, float]  # std over folds (a hold-out: over shuffles), same scale
     folds: int
     repeats: int
 
@@ -197,21 +272,19 @@ def importances(models: list[Any], X: pd.DataFrame, y: np.ndarray, folds: Folds,
     """
     started = time.perf_counter()
     repeats = 5 if X.shape[1] <= 20 else 3 if X.shape[1] <= 50 else 2
+    sample = min(IMPORTANCE_ROWS_PER_FOLD, max(len(t) for t in folds.tests))
+    # At most IMPORTANCE_PREDICTED_ROWS shuffled rows a fold, but always two shuffles.
+    repeats = max(2, min(repeats, IMPORTANCE_PREDICTED_ROWS // max(1, sample * X.shape[1])))
     rng = np.random.default_rng(random_state)
-
-    def scorer(estimator: Any, X_part: pd.DataFrame, y_part: np.ndarray) -> float:  # noqa: N803
-        return score(problem, y_part, estimator.predict(X_part))
-
     drops = []
     for model, test in zip(models, folds.tests, strict=False):
         if drops and time.perf_counter() - started > budget_s:
             break
         if len(test) > IMPORTANCE_ROWS_PER_FOLD:
-            test = rng.choice(test, IMPORTANCE_ROWS_PER_FOLD, replace=False)
-        result = permutation_importance(model, X.iloc[test], y[test], scoring=scorer,
-                                        n_repeats=repeats, random_state=random_state)
-        drops.append(np.nan_to_num(result.importances_mean))
-    matrix = np.vstack(drops)
+            test = np.sort(rng.choice(test, IMPORTANCE_ROWS_PER_FOLD, replace=False))
+        drops.append(permutation_drops(model, X.iloc[test], y[test], problem, repeats, rng))
+    # One fold (a hold-out): the spread is over its shuffles instead of over folds.
+    matrix = np.vstack([d.mean(axis=1) for d in drops]) if len(drops) > 1 else drops[0].T
     mean = matrix.mean(axis=0)
     total = mean[mean > 0].sum()
     scale = total if total > 0 else 1.0
@@ -220,6 +293,37 @@ def importances(models: list[Any], X: pd.DataFrame, y: np.ndarray, folds: Folds,
         share={c: round(float(v), 4) for c, v in zip(X.columns, mean / scale, strict=True)},
         spread={c: round(float(v), 4) for c, v in zip(X.columns, spread, strict=True)},
         folds=len(drops), repeats=repeats)
+
+
+def permutation_drops(model: Any, X: pd.DataFrame, y: np.ndarray, problem: str,  # noqa: N803
+                      repeats: int, rng: np.random.Generator) -> np.ndarray:
+    """Each column's drop in the score when its values are shuffled: (columns, repeats).
+
+    What scikit-learn's ``permutation_importance`` computes, with the shuffled copies
+    stacked into one frame and predicted in one call: that function predicts once per
+    column and shuffle, and the pipeline's per-call cost (checks, imputing, scaling) made
+    importances take seconds on 64 columns. Here the model is called once per
+    ``_BATCH_ROWS`` rows.
+    """
+    rows = len(X)
+    base = score(problem, y, np.asarray(model.predict(X)))
+    plain = {c: X[c].to_numpy() for c in X.columns}
+    copies = []
+    for column in X.columns:
+        for _ in range(repeats):
+            values = dict(plain)
+            values[column] = plain[column][rng.permutation(rows)]
+            copies.append(values)
+    per_batch = max(1, _BATCH_ROWS // max(rows, 1))
+    predicted = []
+    for first in range(0, len(copies), per_batch):
+        block = copies[first:first + per_batch]
+        stacked = pd.DataFrame({c: np.concatenate([v[c] for v in block]) for c in X.columns})
+        stacked = stacked.astype(X.dtypes.to_dict())
+        predicted.append(np.asarray(model.predict(stacked)))
+    answers = np.concatenate(predicted).reshape(len(copies), rows)
+    shuffled = np.array([score(problem, y, a) for a in answers]).reshape(X.shape[1], repeats)
+    return np.nan_to_num(base - shuffled)
 
 
 def _parts(rows: int, random_state: int) -> list[np.ndarray]:

@@ -27,11 +27,13 @@ def name_error(name: object) -> str | None:
     return None
 
 
-def validate_name(kind: str, name: object) -> str:
-    """Return ``name`` if valid, else raise BadRequest naming the field."""
+def validate_name(kind: str, name: object, *, error: type[BadRequest] = BadRequest) -> str:
+    """Return ``name`` if valid, else raise ``error`` (BadRequest, or Unprocessable where the
+    name comes from inside a request of the right shape, as a CREATE MODEL text) naming
+    the field."""
     message = name_error(name)
     if message:
-        raise BadRequest(f"Invalid {kind} name: {message}", errors={"name": [message]})
+        raise error(f"Invalid {kind} name: {message}", errors={"name": [message]})
     return name  # type: ignore[return-value]
 
 

@@ -1,25 +1,27 @@
-from typing import Any
+from marshmallow import fields
 
-from marshmallow import ValidationError, fields
-
-from .common import InputSchema, Masked, Name, Timestamp, ViewSchema
+from .common import (
+    InputSchema,
+    JsonObject,
+    Masked,
+    Name,
+    OneOf,
+    ShortString,
+    Timestamp,
+    ViewSchema,
+)
 from .skills import SkillOut
 
 
 class SkillRefFields(InputSchema):
     name = Name(required=True)
-    parameters = fields.Dict(keys=fields.String(), allow_none=True)
+    parameters = JsonObject(allow_none=True)
 
 
-class SkillRef(fields.Field):
+def SkillRef() -> OneOf:  # noqa: N802 - a field factory
     """A skill given by name, or as {"name": …, "parameters": {…}}."""
-
-    def _deserialize(self, value: Any, attr, data, **kwargs) -> Any:
-        if isinstance(value, str):
-            return Name().deserialize(value)
-        if isinstance(value, dict):
-            return SkillRefFields().load(value)
-        raise ValidationError('A skill is a name or an object {"name", "parameters"}.')
+    return OneOf(Name(required=True), fields.Nested(SkillRefFields, required=True),
+                 message='A skill is a name or an object {"name", "parameters"}.')
 
 
 def _skill_list() -> fields.List:
@@ -28,12 +30,12 @@ def _skill_list() -> fields.List:
 
 class AgentFields(InputSchema):
     name = Name(required=True)
-    model_name = fields.String(allow_none=True)
-    provider = fields.String(allow_none=True)
+    model_name = ShortString(allow_none=True)
+    provider = ShortString(allow_none=True)
     skills = _skill_list()
-    params = fields.Dict(keys=fields.String(), allow_none=True)
-    model = fields.Dict(keys=fields.String(), allow_none=True)
-    data = fields.Dict(keys=fields.String(), allow_none=True)
+    params = JsonObject(allow_none=True)
+    model = JsonObject(allow_none=True)
+    data = JsonObject(allow_none=True)
     prompt_template = fields.String(allow_none=True)
 
 
@@ -54,16 +56,18 @@ class AgentPut(InputSchema):
 class AgentOut(ViewSchema):
     """An agent view (``services/views.py``) with its skills."""
 
-    id = fields.Integer()
-    name = fields.String()
-    project_id = fields.Integer()
-    model_name = fields.String(allow_none=True)
-    provider = fields.String(allow_none=True)
-    params = Masked()
-    skills = fields.List(fields.Nested(SkillOut))
-    skills_extra_parameters = Masked()
-    model = Masked()
-    data = Masked()
-    prompt_template = fields.String(allow_none=True)
-    created_at = Timestamp()
-    updated_at = Timestamp()
+    id = fields.Integer(required=True)
+    name = fields.String(required=True)
+    project_id = fields.Integer(required=True)
+    model_name = fields.String(required=True, allow_none=True)
+    provider = fields.String(required=True, allow_none=True)
+    params = Masked(required=True)
+    skills = fields.List(fields.Nested(SkillOut), required=True)
+    # Per skill name, the parameters the agent gives it ({} when none).
+    skills_extra_parameters = Masked(required=True, metadata={
+        "type": "object", "additionalProperties": {"type": "object"}})
+    model = Masked(required=True, allow_none=True)
+    data = Masked(required=True, allow_none=True)
+    prompt_template = fields.String(required=True, allow_none=True)
+    created_at = Timestamp(required=True)
+    updated_at = Timestamp(required=True)

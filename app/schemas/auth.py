@@ -15,4 +15,4 @@ class LoginIn(InputSchema):
 
 
 class TokenOut(Schema):
-    token = fields.String()
+    token = fields.String(required=True)

@@ -4,8 +4,20 @@ from typing import Any
 
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
+from ..errors import shown
 from ..rules.names import NAME_PATTERN, name_error
 from ..rules.secrets import mask
+
+# The naming rule as the OpenAPI document states it (ECMA-262 regular expressions, as JSON
+# Schema has them; NAME_PATTERN uses no syntax on which they and Python's differ).
+NAME_REGEX = f"^{NAME_PATTERN.pattern}$"
+# A path's reference to a skill or an agent: its name, or its ID (all digits).
+REF_REGEX = f"^(?:[0-9]+|{NAME_PATTERN.pattern})$"
+# A path's reference to a model: its name, or one version of it as name.version.
+MODEL_REF_REGEX = f"^{NAME_PATTERN.pattern}(?:\\.[0-9]+)?$"
+# A database's name (data source or project, one name space): the naming rule, not starting
+# with '-' either (it would read as an option in SQL tools).
+DATABASE_NAME_REGEX = "^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
 
 
 class InputSchema(Schema):
@@ -17,7 +29,7 @@ class Name(fields.String):
 
     def __init__(self, **kwargs: Any) -> None:
         # The rule in the OpenAPI document too, so that generated clients and fuzzers know it.
-        kwargs.setdefault("metadata", {"pattern": f"^{NAME_PATTERN.pattern}$"})
+        kwargs.setdefault("metadata", {"pattern": NAME_REGEX, "minLength": 1, "maxLength": 63})
         super().__init__(**kwargs)
 
     def _deserialize(self, value: Any, attr, data, **kwargs) -> str:
@@ -28,12 +40,87 @@ class Name(fields.String):
         return text
 
 
+class DatabaseName(Name):
+    """A data source's name: the naming rule, and no '-' first."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {"pattern": DATABASE_NAME_REGEX, "minLength": 1,
+                                       "maxLength": 63})
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value: Any, attr, data, **kwargs) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if text.startswith("-"):
+            raise ValidationError(f"Invalid name {shown(text)!r}: a database name starts with a "
+                                  "letter or '_'.")
+        return text
+
+
+class Ref(fields.String):
+    """A reference to a skill or an agent: its name, or its ID (all digits)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {"pattern": REF_REGEX, "minLength": 1})
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value: Any, attr, data, **kwargs) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not (text.isascii() and text.isdigit()) and name_error(text):
+            raise ValidationError(f"Not a name or an ID: {shown(text)!r}.")
+        return text
+
+
 def NonEmptyString(**kwargs: Any) -> fields.String:  # noqa: N802 - a field factory
     return fields.String(validate=validate.Length(min=1, max=255), **kwargs)
 
 
+def ShortString(**kwargs: Any) -> fields.String:  # noqa: N802 - a field factory
+    """A string stored in a 255-character column (PostgreSQL refuses longer ones)."""
+    return fields.String(validate=validate.Length(max=255), **kwargs)
+
+
+class StrictFloat(fields.Float):
+    """A JSON number only: marshmallow's Float also reads "1.5" (a string), which the
+    document calls a wrong type."""
+
+    def _deserialize(self, value: Any, attr, data, **kwargs) -> float | None:
+        if isinstance(value, str):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+def JsonObject(**kwargs: Any) -> fields.Dict:  # noqa: N802 - a field factory
+    """A JSON object of any values (params, model, data …)."""
+    return fields.Dict(keys=fields.String(), **kwargs)
+
+
+class OneOf(fields.Field):
+    """A value of one of several shapes, each a field; documented as ``oneOf`` of them.
+
+    The shapes must not overlap (a string and an object, say): the first that loads the
+    value wins, and ``oneOf`` in the document says exactly one of them matches.
+    """
+
+    def __init__(self, *alternatives: fields.Field, message: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.alternatives = alternatives
+        self.message = message
+
+    def _deserialize(self, value: Any, attr, data, **kwargs) -> Any:
+        for alternative in self.alternatives:
+            try:
+                return alternative.deserialize(value)
+            except ValidationError:
+                continue
+        raise ValidationError(self.message)
+
+
 class Masked(fields.Raw):
     """Output of a JSON object whose secret-looking keys are shown as ********."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {"type": "object", "additionalProperties": {}})
+        super().__init__(**kwargs)
 
     def _serialize(self, value: Any, attr, obj, **kwargs) -> Any:
         return mask(value)
@@ -75,9 +162,9 @@ class ViewSchema(Schema):
         return plan
 
 
-def Timestamp() -> fields.Raw:  # noqa: N802 - a field factory
+def Timestamp(**kwargs: Any) -> fields.Raw:  # noqa: N802 - a field factory
     """An ISO 8601 UTC timestamp, already formatted by the view that read it."""
-    return fields.Raw(metadata={"type": "string", "format": "date-time"})
+    return fields.Raw(metadata={"type": "string", "format": "date-time"}, **kwargs)
 
 
 class ProblemSchema(Schema):
@@ -86,8 +173,10 @@ class ProblemSchema(Schema):
     class Meta:
         unknown = INCLUDE  # some problems add members: contents, model_status, retry_after…
 
-    title = fields.String()
-    detail = fields.String()
-    status = fields.Integer()
-    timestamp = fields.String()
-    errors = fields.Dict()
+    title = fields.String(required=True)
+    detail = fields.String(required=True)
+    status = fields.Integer(required=True, validate=validate.Range(min=400, max=599))
+    timestamp = fields.String(metadata={"format": "date-time"})
+    # Per field, the messages about it: a list of strings, or (for a nested object) the
+    # same shape again.
+    errors = fields.Dict(keys=fields.String())

@@ -7,21 +7,6 @@ from .common import InputSchema, Name, Timestamp, ViewSchema
 _STATEMENT = validate.Length(min=1, max=100_000)
 
 
-class HistoryIn(InputSchema):
-    statement = fields.String(required=True, validate=_STATEMENT)
-    database = fields.String(allow_none=True, load_default=None,
-                             validate=validate.Length(max=63))
-    duration_ms = fields.Float(allow_none=True, load_default=None,
-                               validate=validate.Range(min=0))
-    row_count = fields.Integer(allow_none=True, load_default=None, strict=True,
-                               validate=validate.Range(min=0))
-    outcome = fields.String(required=True,
-                            validate=validate.OneOf(["table", "ok", "error", "cancelled"]))
-    error_code = fields.Integer(allow_none=True, load_default=None, strict=True)
-    error_message = fields.String(allow_none=True, load_default=None,
-                                  validate=validate.Length(max=10_000))
-
-
 class HistoryArgs(InputSchema):
     q = fields.String(load_default=None, validate=validate.Length(max=1000),
                       metadata={"description": "Text the statement or its error contains"})
@@ -54,6 +39,11 @@ class SavedQueryOut(ViewSchema):
     created_by = fields.String()
     created_at = Timestamp()
     updated_at = Timestamp()
+
+
+class SchemaArgs(InputSchema):
+    database = fields.String(load_default=None, validate=validate.Length(min=1, max=63),
+                             metadata={"description": "Only this data source"})
 
 
 class SchemaOut(Schema):

@@ -2,13 +2,14 @@
 
 from marshmallow import INCLUDE, Schema, fields
 
-from .common import InputSchema, Masked, Name, NonEmptyString
+from .common import DatabaseName, InputSchema, JsonObject, Masked, NonEmptyString
 
 
 class DatabaseFields(InputSchema):
-    name = Name(required=True)
+    name = DatabaseName(required=True)
+    # Which engines Quarry serves is the service's to say (422 naming them).
     engine = NonEmptyString(required=True)
-    parameters = fields.Dict(keys=fields.String(), load_default=dict)
+    parameters = JsonObject(load_default=dict)
 
 
 class DatabaseIn(InputSchema):
@@ -18,9 +19,9 @@ class DatabaseIn(InputSchema):
 
 class DatabaseChanges(InputSchema):
     # The name is the path's; a client that sends it back is not refused for it.
-    name = Name(allow_none=True)
+    name = DatabaseName(allow_none=True)
     engine = NonEmptyString(allow_none=True, load_default=None)
-    parameters = fields.Dict(keys=fields.String(), allow_none=True, load_default=None)
+    parameters = JsonObject(allow_none=True, load_default=None)
 
 
 class DatabasePut(InputSchema):
@@ -38,11 +39,13 @@ class DatabaseStatusIn(Schema):
 
 
 class DatabaseGetArgs(InputSchema):
-    check_connection = fields.Boolean(load_default=False)
+    check_connection = fields.Boolean(load_default=False, truthy={"true", "True"},
+                                      falsy={"false", "False"})
 
 
 class DatabaseDeleteArgs(InputSchema):
-    cascade = fields.Boolean(load_default=False)
+    cascade = fields.Boolean(load_default=False, truthy={"true", "True"},
+                             falsy={"false", "False"})
 
 
 class DatabaseOut(Schema):
@@ -62,6 +65,13 @@ class DatabaseOut(Schema):
     deletable = fields.Boolean()
     connection_status = fields.Dict(metadata={"description": "with ?check_connection=true: "
                                                              "{success, error_message}"})
+    public = fields.Boolean(metadata={"description": "any signed-in user may query it"})
+    privileged_role = fields.String(metadata={"enum": ["warn", "refuse"]})
+    role_check = fields.String(metadata={
+        "enum": ["passed", "privileged", "unknown", "not_applicable"],
+        "description": "what the check of its account found (docs/sql.md, 'The account')"})
+    warnings = fields.List(fields.String(), metadata={
+        "description": "what its account may do beyond reading"})
 
 
 class TableOut(Schema):

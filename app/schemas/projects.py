@@ -8,10 +8,13 @@ class ProjectIn(InputSchema):
 
 
 class ProjectDeleteArgs(InputSchema):
-    cascade = fields.Boolean(load_default=False)
+    # true or false as JSON writes them (and as Python's requests sends True/False); not
+    # marshmallow's other spellings (1, yes, on …), which the document's boolean does not name.
+    cascade = fields.Boolean(load_default=False, truthy={"true", "True"},
+                             falsy={"false", "False"})
 
 
 class ProjectOut(Schema):
-    name = fields.String()
-    id = fields.Integer()
-    created_at = fields.DateTime()
+    name = fields.String(required=True)
+    id = fields.Integer(required=True)
+    created_at = fields.DateTime(required=True)

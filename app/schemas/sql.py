@@ -4,6 +4,8 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
+from .common import StrictFloat
+
 
 class SqlContext(Schema):
     """Unknown keys inside context are ignored, as MindsDB does (clients send show_secrets)."""
@@ -15,10 +17,17 @@ class SqlContext(Schema):
 
 
 class ParamValue(fields.Field):
-    """A bind value: string, number, boolean or null (never spliced into SQL text)."""
+    """A bind value: string, number, boolean or null (never spliced into SQL text).
+
+    Loaded as it came (an integer stays an integer), so not as OneOf of marshmallow fields.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(allow_none=True, metadata={"oneOf": [
+            {"type": "string"}, {"type": "number"}, {"type": "boolean"}]})
 
     def _deserialize(self, value: Any, attr, data, **kwargs) -> Any:
-        if value is None or isinstance(value, str | int | float | bool):
+        if isinstance(value, str | int | float | bool):
             return value
         raise ValidationError("A parameter value is a string, number, boolean or null.")
 
@@ -29,16 +38,15 @@ class SqlQueryIn(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    query = fields.String(required=True, validate=validate.Length(min=1))
+    query = fields.String(required=True, validate=validate.Length(min=1),
+                          metadata={"example": "SELECT * FROM demo.iris LIMIT 3"})
     context = fields.Nested(SqlContext, allow_none=True, load_default=dict)
-    params = fields.Dict(keys=fields.String(),
-                         values=ParamValue(allow_none=True, metadata={"nullable": True, "oneOf": [
-                             {"type": "string"}, {"type": "number"}, {"type": "boolean"}]}),
+    params = fields.Dict(keys=fields.String(), values=ParamValue(),
                          allow_none=True, load_default=None)
-    timeout_s = fields.Float(allow_none=True, load_default=None,
-                             validate=validate.Range(min=0, min_inclusive=False),
-                             metadata={"description": "Lower this statement's time limit",
-                                       "exclusiveMinimum": True})
+    timeout_s = StrictFloat(allow_none=True, load_default=None,
+                            validate=validate.Range(min=0, min_inclusive=False),
+                            metadata={"description": "Lower this statement's time limit",
+                                      "exclusiveMinimum": True})
     response_format = fields.String(
         allow_none=True, load_default=None,
         validate=validate.OneOf(["json", "jsonlines", "sse", "csv", "arrow"]),
@@ -47,13 +55,21 @@ class SqlQueryIn(Schema):
                                  "may choose one too"})
 
 
-class SqlResultOut(Schema):
-    """The answer (documentation only: encoded by app.sql.encode for speed and exactness)."""
+class SqlContextOut(Schema):
+    db = fields.String(required=True)
 
-    type = fields.String(metadata={"description": "table, ok or error"})
-    column_names = fields.List(fields.String())
+
+class SqlResultOut(Schema):
+    """The answer (documentation only: encoded by app.sql.encode for speed and exactness).
+
+    type table has column_names, data and perhaps truncated; ok has empty column_names;
+    error has error_code and error_message.
+    """
+
+    type = fields.String(required=True, validate=validate.OneOf(("table", "ok", "error")))
+    column_names = fields.List(fields.String(), required=True)
     data = fields.List(fields.List(fields.Raw()))
-    context = fields.Dict()
+    context = fields.Nested(SqlContextOut, required=True)
     truncated = fields.Boolean()
     query_id = fields.String(metadata={"description": "The statement's id (X-Query-Id)"})
     error_code = fields.Integer()

@@ -27,7 +27,7 @@ from sqlalchemy import delete, func, select
 from ..errors import BadRequest, Conflict, Forbidden, NotFound, ProjectNotFound
 from ..extensions import db
 from ..rules.names import name_key
-from ..sql.sources import current_sources
+from ..sql.sources import SourceRegistry, VisibleSources, current_sources
 from ..store import Project, ProjectMember, SourceGrant, User
 from . import audit
 
@@ -48,6 +48,9 @@ class Actor:
     admin: bool
     project_key: str | None = None   # a token narrowed to one project
     read_only: bool = False          # a token narrowed to reading
+    # Name keys of the data sources granted to the user, read with the credential on this
+    # request; None when not read (then the store is asked).
+    sources: frozenset[str] | None = None
 
 
 def set_actor(actor: Actor | None) -> None:
@@ -212,27 +215,59 @@ def _keep_an_owner(project: Project, leaving: User) -> None:
 
 # --- data sources ----------------------------------------------------------------------------
 
+def queryable_sources() -> SourceRegistry | VisibleSources:
+    """The data sources as the caller sees them: those it may not query do not exist.
+
+    Statements, prediction JOINs, training queries and skills resolve source names through
+    this, so that a source the caller may not query answers exactly as a missing one (same
+    error code and message, listing only what the caller may query). Read once per request
+    (the caller's grants: one query), never cached beyond it.
+    """
+    registry = current_sources()
+    actor = current_actor()
+    if actor is None or actor.admin:
+        return registry
+    view = g.get("quarry_visible_sources")
+    if view is None:
+        granted = _granted(actor)
+        hidden = frozenset(name_key(n) for n in registry.names()
+                           if name_key(n) not in granted and not _public(registry, n))
+        view = g.quarry_visible_sources = VisibleSources(registry, hidden)
+    return view
+
+
+def _public(registry: SourceRegistry, name: str) -> bool:
+    source = registry.get(name)
+    return bool(source is not None and source.public)
+
+
 def is_public_source(name: str) -> bool:
     source = current_sources().get(name)
     return bool(source is not None and getattr(source, "public", False))
+
+
+def _granted(actor: Actor) -> frozenset[str]:
+    if actor.sources is not None:
+        return actor.sources  # read with the credential, on this request
+    return frozenset(db.session.scalars(select(SourceGrant.source_key)
+                                        .where(SourceGrant.user_id == actor.user_id)))
 
 
 def may_query(source_name: str, actor: Actor | None = None) -> bool:
     actor = actor or current_actor()
     if actor is None or actor.admin or is_public_source(source_name):
         return True
-    return db.session.scalar(select(SourceGrant.id).where(
-        SourceGrant.user_id == actor.user_id,
-        SourceGrant.source_key == name_key(source_name))) is not None
+    return name_key(source_name) in _granted(actor)
 
 
 def require_source(source_name: str) -> None:
-    """Forbidden unless the caller may query data source ``source_name``."""
+    """Unless the caller may query data source ``source_name``: the answer to a source that
+    does not exist (its name must not leak; the callers resolve names through
+    ``queryable_sources`` first, so this is the last guard)."""
     if not may_query(source_name):
-        raise Forbidden(f"You may not query data source '{source_name}': it is not public "
-                        f"and you hold no grant on it (an admin can run GRANT query ON "
-                        f"DATABASE {source_name} TO <you>)", title="No grant on data source",
-                        source=source_name)
+        known = ", ".join(queryable_sources().names()) or "none"
+        raise BadRequest(f"Data source '{source_name}' does not exist; configured data "
+                         f"sources: {known}", title="Unknown data source")
 
 
 def require_admin(what: str) -> None:

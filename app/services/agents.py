@@ -6,7 +6,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from ..errors import AgentNotFound, ModelNotFound, NameTaken
+from ..errors import AgentNotFound, NameTaken, UnknownModel
 from ..extensions import db
 from ..rules.names import lookup_key, name_key, validate_name
 from ..rules.secrets import keep_masked, merge
@@ -73,7 +73,7 @@ def _check_model(project: Project, agent: Agent) -> None:
     exists = db.session.scalar(select(MLModel.id).where(
         MLModel.project_id == project.id, MLModel.name_key == lookup_key(agent.model_name)))
     if exists is None:
-        raise ModelNotFound(agent.model_name, project.name)
+        raise UnknownModel(agent.model_name, project.name)
 
 
 def _attach(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]) -> None:

@@ -9,6 +9,13 @@ exit, and before this process reads the log): a record reaches the store within 
 second, or is lost with its process if that is killed outright.
 Old records are pruned by age (AUDIT_RETENTION_DAYS): ``flask audit prune``, and at most
 once an hour by that writer thread.
+
+The same batches keep each user's statement history (``console_history``, what the console
+lists): a statement run in a request adds its history row to the queue with its audit
+record, and the writer writes both with the batch (the history in a transaction of its own,
+so that it never costs the audit log a record); nothing more is written on the request path.
+A user keeps their newest HISTORY_KEEP statements (trimmed by the writer after each batch).
+With sign-in off, every caller is the one anonymous user ("").
 """
 
 from __future__ import annotations
@@ -24,18 +31,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Flask, current_app, g, has_request_context
-from sqlalchemy import Engine, delete, event, select
+from sqlalchemy import Connection, Engine, delete, event, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..errors import BadRequest
+from ..errors import Unprocessable
 from ..extensions import db
 from ..rules.secrets import mask
-from ..store import AuditRecord
+from ..store import AuditRecord, ConsoleHistory
 from ..store.types import utcnow
 
 log = logging.getLogger(__name__)
 
+# Each user keeps their newest statements in the history; older ones go as new ones come.
+HISTORY_KEEP = 1000
 KINDS = ("sql", "project", "model", "skill", "agent", "database", "user", "token", "grant")
 _PRUNE_EVERY_S = 3600.0
 MAX_LIMIT = 1000
@@ -81,12 +90,39 @@ def _listen_to_sessions() -> None:
 
 
 def record_statement(statement: str, source: str | None, row_count: int | None,
-                     duration_ms: float, outcome: str, error_code: str | None) -> None:
-    """Queue the record of one SQL statement for the writer thread."""
-    current_app.extensions[EXTENSION_KEY].add({
-        "at": utcnow(), "user_name": _who(), "kind": "sql", "action": "query",
+                     duration_ms: float, outcome: str, error_code: str | None, *,
+                     history: dict[str, Any] | None = None) -> None:
+    """Queue the record of one SQL statement for the writer thread.
+
+    ``history``: what the user's statement history keeps besides (``database``, the
+    ``outcome`` as the console shows it, ``error_message``); only in a request, whose caller
+    owns the row.
+    """
+    who = _who()
+    row: dict[str, Any] = {
+        "at": utcnow(), "user_name": who, "kind": "sql", "action": "query",
         "source": source, "statement": statement, "row_count": row_count,
-        "duration_ms": round(duration_ms, 3), "outcome": outcome, "error_code": error_code})
+        "duration_ms": round(duration_ms, 3), "outcome": outcome, "error_code": error_code}
+    if history is not None and has_request_context():
+        row[_HISTORY] = {
+            "user_key": history_user(), "statement": statement, "ran_at": row["at"],
+            "duration_ms": row["duration_ms"], "row_count": row_count,
+            # The context's db is the caller's text: cut to the column's size.
+            "database": (history.get("database") or None) and history["database"][:63],
+            "outcome": history["outcome"],
+            "error_code": int(error_code) if error_code and error_code.isdigit() else None,
+            "error_message": history.get("error_message")}
+    current_app.extensions[EXTENSION_KEY].add(row)
+
+
+def history_user() -> str:
+    """Whose history a request's statements go to: the signed-in user's name in lower case,
+    or "" (the one anonymous user) when sign-in is off."""
+    actor = g.get("quarry_actor") if has_request_context() else None
+    return actor.user_name.lower() if actor is not None else ""
+
+
+_HISTORY = "history"
 
 
 EXTENSION_KEY = "quarry.audit_log"
@@ -125,16 +161,27 @@ class StatementLog:
             self._wake.set()
 
     def flush(self) -> None:
-        """Write every queued record now."""
+        """Write every queued record now (with the history rows they carry)."""
         with self._lock:
             rows, self._rows = self._rows, []
         if not rows:
             return
+        history = [row.pop(_HISTORY) for row in rows if _HISTORY in row]
         try:
             with self._engine.begin() as conn:
                 conn.execute(AuditRecord.__table__.insert(), rows)
         except SQLAlchemyError:
             log.exception("audit: %d statement record(s) could not be written", len(rows))
+        if not history:
+            return
+        # A transaction of its own: whatever befalls the history never costs the audit log.
+        try:
+            with self._engine.begin() as conn:
+                conn.execute(ConsoleHistory.__table__.insert(), history)
+                for user_key in {h["user_key"] for h in history}:
+                    _trim_history(conn, user_key)
+        except SQLAlchemyError:
+            log.exception("audit: %d history row(s) could not be written", len(history))
 
     def _run(self) -> None:
         while not self._closed:
@@ -159,6 +206,15 @@ class StatementLog:
         if self._thread is not None and self._pid == os.getpid():
             self._thread.join(timeout=5)
         self.flush()
+
+
+def _trim_history(conn: Connection, user_key: str) -> None:
+    """Forget a user's statements beyond the newest HISTORY_KEEP."""
+    table = ConsoleHistory.__table__
+    cutoff = conn.scalar(select(table.c.id).where(table.c.user_key == user_key)
+                         .order_by(table.c.id.desc()).offset(HISTORY_KEEP).limit(1))
+    if cutoff is not None:
+        conn.execute(delete(table).where(table.c.user_key == user_key, table.c.id <= cutoff))
 
 
 def init_audit(app: Flask) -> StatementLog:
@@ -206,9 +262,10 @@ def _decode_cursor(cursor: str) -> int:
             raise ValueError(text)
         return int(text[1:])
     except (ValueError, UnicodeDecodeError):
-        raise BadRequest(f"Invalid cursor {cursor!r}: pass the next_cursor of a previous page",
-                         title="Invalid cursor", errors={"after": ["Not a valid cursor."]}
-                         ) from None
+        # 422: any string has the shape of a cursor; only the service can tell it is none.
+        raise Unprocessable(f"Invalid cursor {cursor!r}: pass the next_cursor of a previous "
+                            "page", title="Invalid cursor",
+                            errors={"after": ["Not a valid cursor."]}) from None
 
 
 def list_records(*, user: str | None = None, since: datetime | None = None,

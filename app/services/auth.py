@@ -16,15 +16,17 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from flask import current_app
-from sqlalchemy import delete, func, select
+from sqlalchemy import Connection, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..errors import BadRequest, Conflict, NotFound, TooManyRequests, Unauthorized
 from ..extensions import db
 from ..store import Project
+from ..store.access import SourceGrant
 from ..store.auth import ApiToken, LoginFailure, User, UserSession
 from ..store.types import utcnow
 from ..telemetry import current_metrics
@@ -54,6 +56,7 @@ class Principal:
     role: str = "member"              # the user's role, read with the credential
     project_key: str | None = None    # a token narrowed to one project
     read_only: bool = False           # a token narrowed to reading
+    sources: frozenset[str] = frozenset()  # name keys of the sources granted to the user
 
 
 @dataclass(frozen=True)
@@ -321,24 +324,69 @@ def sign_out(principal: Principal | None) -> None:
         log.info("user %s signed out", principal.user_name)
 
 
+# Built once: a statement object made per request costs more Python than its round trip.
+# The user's data-source grants come with it (one row per grant): the access checks of the
+# request need no query of their own.
+_SESSION_LOOKUP = (
+    select(UserSession.id, UserSession.user_id, UserSession.token_hash, UserSession.revoked,
+           UserSession.expires_at, User.name, User.role, SourceGrant.source_key)
+    .join(User, User.id == UserSession.user_id)
+    .outerjoin(SourceGrant, SourceGrant.user_id == User.id)
+    .where(UserSession.selector == bindparam("selector")))
+_TOKEN_LOOKUP = (
+    select(ApiToken.id, ApiToken.user_id, ApiToken.token_hash, ApiToken.revoked,
+           ApiToken.last_used_at, ApiToken.project_key, ApiToken.read_only, User.name,
+           User.role, SourceGrant.source_key)
+    .join(User, User.id == ApiToken.user_id)
+    .outerjoin(SourceGrant, SourceGrant.user_id == User.id)
+    .where(ApiToken.selector == bindparam("selector")))
+
+
+def _grants(rows: list[Any]) -> frozenset[str]:
+    return frozenset(r.source_key for r in rows if r.source_key is not None)
+
+
 def authenticate(token: str) -> Principal | None:
-    """The principal a session or API token stands for, or None when it is not valid now."""
+    """The principal a session or API token stands for, or None when it is not valid now.
+
+    This runs on every signed-in request, so it costs one round trip to the store: the
+    credential joined with its user, read outside the request's transaction (autocommit: no
+    BEGIN and ROLLBACK around it). On a busy host every round trip also waits for the
+    store's process and then this one to be scheduled again, a millisecond or more each; the
+    earlier lookup (a pre-ping, BEGIN, the credential, its user loaded lazily, ROLLBACK) cost
+    five. The rights are still read fresh on every request.
+    """
     now = utcnow()
     if (parts := _split(token, SESSION_PREFIX)) is not None:
-        session = db.session.scalar(select(UserSession).where(UserSession.selector == parts[0]))
-        if session is None or not _matches(session.token_hash, parts[1]):
+        with _autocommit() as conn:
+            rows = conn.execute(_SESSION_LOOKUP, {"selector": parts[0]}).all()
+        found = rows[0] if rows else None
+        if found is None or not _matches(found.token_hash, parts[1]):
             return None
-        if session.revoked or session.expires_at <= now:
+        if found.revoked or found.expires_at <= now:
             return None
-        return Principal(session.user_id, session.user.name, "session", session.id,
-                         session.user.role)
+        return Principal(found.user_id, found.name, "session", found.id, found.role,
+                         sources=_grants(rows))
     if (parts := _split(token, API_TOKEN_PREFIX)) is not None:
-        row = db.session.scalar(select(ApiToken).where(ApiToken.selector == parts[0]))
-        if row is None or not _matches(row.token_hash, parts[1]) or row.revoked:
-            return None
-        if row.last_used_at is None or now - row.last_used_at > _LAST_USED_EVERY:
-            row.last_used_at = now
-            db.session.commit()
-        return Principal(row.user_id, row.user.name, "token", row.id, row.user.role,
-                         row.project_key, row.read_only)
+        with _autocommit() as conn:
+            rows = conn.execute(_TOKEN_LOOKUP, {"selector": parts[0]}).all()
+            found = rows[0] if rows else None
+            if found is None or not _matches(found.token_hash, parts[1]) or found.revoked:
+                return None
+            if found.last_used_at is None or now - found.last_used_at > _LAST_USED_EVERY:
+                conn.execute(update(ApiToken).where(ApiToken.id == found.id)
+                             .values(last_used_at=now))
+                conn.commit()  # a no-op in autocommit (PostgreSQL); SQLite's own commit
+        return Principal(found.user_id, found.name, "token", found.id, found.role,
+                         found.project_key, found.read_only, _grants(rows))
     return None
+
+
+def _autocommit() -> Connection:
+    """A store connection for one read: on a server, in autocommit (no BEGIN and ROLLBACK
+    round trips). SQLite's driver opens no transaction for a read anyway, and switching its
+    isolation level costs a PRAGMA each way: its connection is taken as it is."""
+    conn = db.engine.connect()
+    if conn.dialect.name == "sqlite":
+        return conn
+    return conn.execution_options(isolation_level="AUTOCOMMIT")

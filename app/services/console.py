@@ -15,13 +15,12 @@ from ..extensions import db
 from ..rules.names import name_key, validate_name
 from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
-from ..sql.sources import current_sources
+from ..sql.sources import DataSource, SourceRegistry, VisibleSources
 from ..store import ConsoleHistory, MLModel, Project, SavedQuery
+from . import access, audit
 from .common import commit
 from .projects import get_project
 
-# Each user keeps their latest statements; older ones go as new ones come.
-HISTORY_KEEP = 1000
 # A schema larger than this many columns per source is cut (autocomplete, not a catalogue).
 SCHEMA_MAX_COLUMNS = 20_000
 
@@ -38,15 +37,17 @@ _COLUMNS_SQL = {
 }
 
 
-def schema() -> dict[str, Any]:
+def schema(database: str | None = None) -> dict[str, Any]:
     """Data sources with their tables and columns, projects with their models.
 
-    A source that cannot be read (down, refused) is listed with its error and no tables:
-    the console still completes the others.
+    Every source the caller may query (the others do not exist for it): configured ones and
+    those created at run time (or only ``database``, for the databases view, which asks
+    after connecting one). A source that cannot be read (down, refused) is listed with its
+    error and no tables: the console still completes the others.
     """
-    registry = current_sources()
+    registry = access.queryable_sources()  # only the sources the caller may query
     sources = []
-    for source in registry.sources():
+    for source in _readable_sources(registry, database):
         entry: dict[str, Any] = {"name": source.name, "dialect": source.dialect, "tables": []}
         try:
             _, rows = fetch_rows(source.name, _COLUMNS_SQL[source.dialect],
@@ -72,6 +73,27 @@ def schema() -> dict[str, Any]:
     return {"data_sources": sources, "projects": projects}
 
 
+def _readable_sources(registry: SourceRegistry | VisibleSources, only: str | None
+                      ) -> list[DataSource]:
+    if only is None:
+        found = []
+        for name in registry.names():
+            try:
+                source = registry.get(name)
+            except SqlError:
+                continue  # a stored source that cannot be built: the databases view says why
+            if source is not None:
+                found.append(source)
+        return found
+    source = registry.get(only)
+    if source is None and registry.runtime is not None:
+        registry.runtime.refresh(force=True)  # connected a moment ago, maybe elsewhere
+        source = registry.get(only)
+    if source is None:
+        raise NotFound(f"Database '{only}' does not exist", title="Database not found")
+    return [source]
+
+
 def _sqlite_columns(rows: list[tuple]) -> list[tuple[str, str, str]]:
     """(table, column, type) from SQLite's (name, CREATE statement) rows; a view's columns,
     or a statement sqlglot cannot read, give a row with an empty column: the table alone."""
@@ -93,29 +115,15 @@ def _sqlite_columns(rows: list[tuple]) -> list[tuple[str, str, str]]:
     return found
 
 
-def _user_key(user: str | None) -> str:
-    return (user or "").lower()
+def list_history(search: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The caller's statements, newest first; ``search`` matches statement or error text.
 
-
-def record_statement(user: str | None, entry: dict[str, Any]) -> dict[str, Any]:
-    """Keep one statement the user ran, and forget the oldest beyond HISTORY_KEEP."""
-    row = ConsoleHistory(user_key=_user_key(user), **entry)
-    db.session.add(row)
-    db.session.flush()
-    cutoff = db.session.scalar(
-        select(ConsoleHistory.id).where(ConsoleHistory.user_key == row.user_key)
-        .order_by(ConsoleHistory.id.desc()).offset(HISTORY_KEEP).limit(1))
-    if cutoff is not None:
-        db.session.execute(delete(ConsoleHistory).where(
-            ConsoleHistory.user_key == row.user_key, ConsoleHistory.id <= cutoff))
-    db.session.commit()
-    return history_view(row)
-
-
-def list_history(user: str | None, search: str | None = None, limit: int = 100
-                 ) -> list[dict[str, Any]]:
-    """The user's statements, newest first; ``search`` matches statement or error text."""
-    query = select(ConsoleHistory).where(ConsoleHistory.user_key == _user_key(user))
+    Every statement of POST /api/sql/query is kept, whichever client sent it: the audit
+    log's writer writes the rows in its batches (``audit.record_statement``). What this
+    process has queued is written first; another worker's rows follow within a second.
+    """
+    audit.flush()
+    query = select(ConsoleHistory).where(ConsoleHistory.user_key == audit.history_user())
     if search:
         # LIKE's own wildcards in the search text are taken literally.
         pattern = "%" + search.lower().replace("\\", "\\\\").replace("%", "\\%") \
@@ -127,9 +135,11 @@ def list_history(user: str | None, search: str | None = None, limit: int = 100
     return [history_view(row) for row in rows]
 
 
-def clear_history(user: str | None) -> None:
+def clear_history() -> None:
+    """Forget the caller's statements (the audit log keeps its own records)."""
+    audit.flush()
     db.session.execute(delete(ConsoleHistory).where(
-        ConsoleHistory.user_key == _user_key(user)))
+        ConsoleHistory.user_key == audit.history_user()))
     db.session.commit()
 
 

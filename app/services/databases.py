@@ -32,12 +32,15 @@ from ..errors import (
     NameReserved,
     NameTaken,
     ProjectNotFound,
+    Unprocessable,
 )
 from ..extensions import db
 from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE, name_key, validate_database_name
 from ..rules.secrets import MASK, is_secret_key
 from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
+from ..sql.roles import PRIVILEGED_ROLE_MODES
+from ..sql.roles import inspect as inspect_account
 from ..sql.runtime import (
     ENGINES,
     RuntimeSources,
@@ -50,7 +53,7 @@ from ..sql.runtime import (
     parameter_problems,
 )
 from ..sql.sources import DataSource, SourceRegistry, current_sources
-from ..store import DataSourceRecord, MLModel, Project, Skill
+from ..store import DatabaseName, DataSourceRecord, MLModel, Project, Skill
 from . import access, audit
 from .common import commit
 from .credentials import InvalidToken, Keyring, current_keyring, init_keyring
@@ -112,11 +115,15 @@ def _load_spec(engine: Engine, keyring: Keyring | None, key: str) -> SourceSpec 
     if row is None:
         return None
     shown = _shown(row.parameters or {}, row.secrets)
+    options = {"public": bool(row.public), "privileged_role": row.privileged_role or "warn",
+               "role_warnings": tuple(row.role_warnings)
+               if row.role_warnings is not None else None}
     try:
         secrets = _decrypt(keyring, row.secrets)
     except BadRequest as exc:
-        return SourceSpec(row.name, row.engine, {}, shown, broken=exc.detail)
-    return SourceSpec(row.name, row.engine, {**(row.parameters or {}), **secrets}, shown)
+        return SourceSpec(row.name, row.engine, {}, shown, broken=exc.detail, **options)
+    return SourceSpec(row.name, row.engine, {**(row.parameters or {}), **secrets}, shown,
+                      **options)
 
 
 # --- encryption ------------------------------------------------------------------------------
@@ -142,11 +149,11 @@ def _encrypt(secret: dict[str, Any]) -> str | None:
         return None
     keyring = current_keyring()
     if keyring is None:
-        raise BadRequest("The database has a password (or another secret parameter: "
-                         f"{', '.join(sorted(secret))}) but QUARRY_ENCRYPTION_KEY is not set, "
-                         "so it could not be stored encrypted; the administrator must set "
-                         "QUARRY_ENCRYPTION_KEY (see the README)",
-                         title="Encryption key not configured")
+        raise Unprocessable("The database has a password (or another secret parameter: "
+                            f"{', '.join(sorted(secret))}) but QUARRY_ENCRYPTION_KEY is not "
+                            "set, so it could not be stored encrypted; the administrator must "
+                            "set QUARRY_ENCRYPTION_KEY (see the README)",
+                            title="Encryption key not configured")
     return keyring.encrypt(json.dumps(secret))
 
 
@@ -180,28 +187,31 @@ def _engine(engine: Any) -> str:
     if canonical is None:
         message = (f"Unknown engine {engine!r}; Quarry serves: {', '.join(ENGINES)} "
                    "(a project is created without an engine)")
-        raise BadRequest(message, title="Unknown engine", errors={"engine": [message]})
+        raise Unprocessable(message, title="Unknown engine", errors={"engine": [message]})
     return canonical
 
 
 def _check_name(name: Any) -> str:
+    if isinstance(name, str) and name_key(name) == SYSTEM_DATABASE:
+        # A name of the right shape that is taken, by SQL's catalogue: 409, as for a project's.
+        raise NameReserved(f"'{name}' is the name of a system database", name=name)
     validate_database_name("database", name)
     if name.startswith("-"):
         message = f"Invalid name {name!r}: a database name starts with a letter or '_'"
-        raise BadRequest(f"Invalid database name: {message}", errors={"name": [message]})
+        raise Unprocessable(f"Invalid database name: {message}", errors={"name": [message]})
     return name
 
 
 def _check_parameters(engine: str, params: Any) -> dict[str, Any]:
     if not isinstance(params, dict):
-        raise BadRequest("parameters must be a JSON object",
-                         errors={"parameters": ["Not a valid mapping type."]})
+        raise Unprocessable("parameters must be a JSON object",
+                            errors={"parameters": ["Not a valid mapping type."]})
     problems = parameter_problems(engine, params)
     if problems:
         listing = "; ".join(f"{key}: {message.rstrip('.')}" for key, message in problems.items())
-        raise BadRequest(f"Invalid parameters for engine {engine!r}: {listing}",
-                         title="Invalid parameters",
-                         errors={"parameters": {k: [m] for k, m in problems.items()}})
+        raise Unprocessable(f"Invalid parameters for engine {engine!r}: {listing}",
+                            title="Invalid parameters",
+                            errors={"parameters": {k: [m] for k, m in problems.items()}})
     values = normalised(engine, params)
     if engine == "sqlite":
         values["db_file"] = _sqlite_file(values["db_file"])
@@ -225,13 +235,14 @@ def _store_files() -> set[str]:
 
 
 def _sqlite_file(path: str) -> str:
-    """The real path of an allowed SQLite file, or 400 naming db_file."""
+    """The real path of an allowed SQLite file, or 422 naming db_file."""
     roots = sqlite_roots()
     real = os.path.realpath(os.path.join(roots[0], path))  # '..' and symlinks resolved
 
-    def refuse(why: str) -> BadRequest:
-        return BadRequest(f"db_file {path!r} cannot be opened: {why}", title="Invalid parameters",
-                          errors={"parameters": {"db_file": [why]}})
+    def refuse(why: str) -> Unprocessable:
+        return Unprocessable(f"db_file {path!r} cannot be opened: {why}",
+                             title="Invalid parameters",
+                             errors={"parameters": {"db_file": [why]}})
 
     if not any(os.path.commonpath([real, root]) == root for root in roots):
         raise refuse("it is not under a folder of QUARRY_SQLITE_ROOTS")
@@ -281,9 +292,90 @@ def _check_free(name: str) -> None:
         raise NameTaken("Database", name)
 
 
+# The 409 a create answers when the other kind of the one name space holds the name.
+_TAKEN_BY = {
+    "project": lambda name: NameReserved(f"The name '{name}' is taken by a project; databases "
+                                         "and projects share one name space", name=name),
+    "data": lambda name: NameReserved(f"'{name}' is the name of a data source; projects and "
+                                      "data sources share one name space (SHOW DATABASES)",
+                                      name=name),
+}
+_KIND_TITLE = {"project": "Project", "data": "Database"}
+
+
+def name_taken(name: str, kind: str) -> NameTaken | NameReserved:
+    """The 409 for a name another request took first, for a create of ``kind`` ("project" or
+    "data"): which kind took it is in the shared name table (DatabaseName)."""
+    holder = db.session.scalar(select(DatabaseName.kind)
+                               .where(DatabaseName.name_key == name_key(name)))
+    if holder is not None and holder != kind:
+        return _TAKEN_BY[holder](name)
+    return NameTaken(_KIND_TITLE[kind], name)
+
+
 def is_data_source(name: str) -> bool:
     """Whether ``name`` names a data source, configured or stored (for the project rule)."""
     return current_sources().is_configured(name) or _record(name) is not None
+
+
+# Quarry's own options of a data source, given beside its connection parameters (REST
+# "parameters", SQL PARAMETERS) as for QUARRY_DATA_SOURCES: never sent to the driver.
+OPTIONS = ("public", "privileged_role")
+
+
+def _split_options(params: Any) -> tuple[Any, dict[str, Any]]:
+    """(connection parameters, checked options) of what the caller sent."""
+    if not isinstance(params, dict):
+        return params, {}
+    options = {k: params[k] for k in OPTIONS if k in params}
+    problems = {}
+    if "public" in options and not isinstance(options["public"], bool):
+        problems["public"] = ["Must be true or false."]
+    if "privileged_role" in options and options["privileged_role"] not in PRIVILEGED_ROLE_MODES:
+        problems["privileged_role"] = [f"One of {', '.join(PRIVILEGED_ROLE_MODES)}."]
+    if problems:
+        listing = "; ".join(f"{k}: {m[0]}" for k, m in problems.items())
+        raise BadRequest(f"Invalid options: {listing}", title="Invalid parameters",
+                         errors={"parameters": problems})
+    return {k: v for k, v in params.items() if k not in OPTIONS}, options
+
+
+def _account_check(name: str, engine: str, values: dict[str, Any],
+                   privileged_role: str) -> list[str] | None:
+    """What the account of new parameters may do beyond reading ([]: nothing); None when it
+    cannot be checked (the server is down: checked on its first statement then). With
+    privileged_role "refuse", a privileged or uncheckable account is refused (400)."""
+    if ENGINES[engine][0] == "sqlite":
+        return []
+    source = build_runtime_source(SourceSpec(name, engine, values, {}), current_app.config)
+    try:
+        conn = source.connect()
+        try:
+            report = inspect_account(source.dialect, conn.driver_connection)
+        finally:
+            conn.close()
+    except Exception as exc:  # noqa: BLE001 - unreachable or refused: not checked
+        if privileged_role == "refuse":
+            raise BadRequest(f"The account of database '{name}' cannot be checked "
+                             f"({_first_line(exc)}), and its option privileged_role is "
+                             "'refuse'", title="Account not checked",
+                             errors={"parameters": {"privileged_role": [
+                                 "The account must be checked: the server must answer."]}}
+                             ) from None
+        return None
+    finally:
+        source.dispose()
+    warnings = list(report.warnings) if report is not None else []
+    if warnings and privileged_role == "refuse":
+        raise BadRequest(f"The account of database '{name}' {'; '.join(warnings)}, and its "
+                         "option privileged_role is 'refuse': give it a SELECT-only account "
+                         "(docs/sql.md, 'The account')", title="Privileged account",
+                         errors={"parameters": {"user": warnings}})
+    if warnings:
+        log.warning("Database '%s' (created at run time) %s. Quarry keeps its statements "
+                    "read-only, but give it a SELECT-only account (docs/sql.md)", name,
+                    "; ".join(warnings))
+    return warnings
 
 
 def check_connection(engine: str, params: dict[str, Any]) -> None:
@@ -325,10 +417,19 @@ def _record(name: str) -> DataSourceRecord | None:
 
 
 def _stored_view(record: DataSourceRecord) -> dict[str, Any]:
+    warnings = record.role_warnings
+    if ENGINES.get(record.engine, ("",))[0] == "sqlite":
+        role_check = "not_applicable"
+    elif warnings is None:
+        role_check = "unknown"
+    else:
+        role_check = "privileged" if warnings else "passed"
     return {"id": record.id, "name": record.name, "type": "data", "class_type": "sql",
             "engine": record.engine, "permanent": False, "configured": False,
             "date_last_update": record.updated_at.isoformat(),
-            "connection_data": _shown(record.parameters or {}, record.secrets)}
+            "connection_data": _shown(record.parameters or {}, record.secrets),
+            "public": bool(record.public), "privileged_role": record.privileged_role,
+            "role_check": role_check, "warnings": list(warnings or [])}
 
 
 def _configured_view(name: str) -> dict[str, Any]:
@@ -423,9 +524,9 @@ def require_data_source(name: str) -> None:
 
 def list_tables(name: str) -> list[dict[str, Any]]:
     """The tables and views of a data source, as MindsDB lists them ({name, type})."""
+    if not access.may_query(name):  # not shown, so not found: as a missing source
+        raise DatabaseNotFound(name, detail=f"Data source '{name}' does not exist")
     require_data_source(name)
-    if not access.may_query(name):
-        raise DatabaseNotFound(name)  # as GET /api/databases/<name>: not shown, not found
     registry = current_sources()
     source = registry.require(name)
     try:
@@ -450,18 +551,26 @@ def create_database(name: Any, engine: Any, params: Any, *, check: bool = False
         # Before the parameters are read: CREATE DATABASE IF NOT EXISTS accepts this one.
         raise NameTaken("Database", name)
     engine = _engine(engine)
+    params, options = _split_options(params)
     values = _check_parameters(engine, params if params is not None else {})
     _check_free(name)
     plain, secret = _split(engine, values)
     token = _encrypt(secret)
     if check:
         check_connection(engine, values)
+    privileged_role = options.get("privileged_role", "warn")
+    warnings = _account_check(name, engine, values, privileged_role)
     record = DataSourceRecord(name=name, name_key=name_key(name), engine=engine,
-                              parameters=plain, secrets=token)
+                              parameters=plain, secrets=token,
+                              public=options.get("public", False),
+                              privileged_role=privileged_role, role_warnings=warnings)
     db.session.add(record)
+    # The name's row: a project created at the same moment with this name cannot both commit.
+    db.session.add(DatabaseName(name_key=name_key(name), kind="data"))
     audit.record_change("database", "create", name, None,
-                        {"engine": engine, "parameters": _shown(plain, token)})
-    commit(lambda: NameTaken("Database", name))
+                        {"engine": engine, "parameters": _shown(plain, token),
+                         "public": record.public, "privileged_role": privileged_role})
+    commit(lambda: name_taken(name, "data"))
     _changed()
     log.info("database %s created (engine %s)", name, engine)  # never the parameters
     return _stored_view(record)
@@ -478,11 +587,12 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     record = _record(name)
     if record is None:
         if engine is None:
-            raise BadRequest("Missing engine: there is no database named "
-                             f"'{name}' to change, and creating one needs an engine",
-                             errors={"engine": ["Missing data for required field."]})
+            raise Unprocessable("Missing engine: there is no database named "
+                                f"'{name}' to change, and creating one needs an engine",
+                                errors={"engine": ["Missing data for required field."]})
         return create_database(name, engine, params, check=check), True
     engine = _engine(engine) if engine is not None else record.engine
+    params, options = _split_options(params)
     if params is None:  # only the engine (or only a check): the parameters stay
         params = {**(record.parameters or {}),
                   **{k: MASK for k in _shown({}, record.secrets)}}
@@ -502,9 +612,14 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     plain, secret = _split(engine, values)
     before = {"engine": record.engine, "parameters": _shown(record.parameters or {},
                                                             record.secrets)}
+    privileged_role = options.get("privileged_role", record.privileged_role)
+    warnings = _account_check(record.name, engine, values, privileged_role)
     record.engine, record.parameters, record.secrets = engine, plain, _encrypt(secret)
+    record.public = options.get("public", record.public)
+    record.privileged_role, record.role_warnings = privileged_role, warnings
     audit.record_change("database", "update", record.name, before,
-                        {"engine": engine, "parameters": _shown(plain, record.secrets)})
+                        {"engine": engine, "parameters": _shown(plain, record.secrets),
+                         "public": record.public, "privileged_role": privileged_role})
     try:
         commit(lambda: ConcurrentUpdate(f"Database '{name}' changed meanwhile; try again"))
     except StaleDataError:
@@ -547,9 +662,9 @@ def delete_database(name: str, *, cascade: bool = False) -> None:
     record = _record(name)
     if record is None:
         if db.session.scalar(select(Project.id).where(Project.name_key == name_key(name))):
-            raise BadRequest(f"'{name}' is a project, not a data source: delete it with "
-                             f"DELETE /api/projects/{name} (or DROP PROJECT {name})",
-                             title="Not a data source")
+            raise Unprocessable(f"'{name}' is a project, not a data source: delete it with "
+                                f"DELETE /api/projects/{name} (or DROP PROJECT {name})",
+                                title="Not a data source")
         raise DatabaseNotFound(name)
     used = references(record.name)
     if used and not cascade:
@@ -562,6 +677,8 @@ def delete_database(name: str, *, cascade: bool = False) -> None:
                         {"engine": record.engine, "references": used or None}, None)
     deleted = db.session.execute(db.delete(DataSourceRecord)
                                  .where(DataSourceRecord.id == record.id)).rowcount
+    db.session.execute(db.delete(DatabaseName).where(
+        DatabaseName.name_key == record.name_key, DatabaseName.kind == "data"))
     db.session.commit()
     if not deleted:  # dropped by another request meanwhile
         raise DatabaseNotFound(name)

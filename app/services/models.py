@@ -10,16 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select, update
 
 from .. import ml
-from ..errors import BadRequest, ModelNotFound, ModelNotReady
+from ..errors import ActiveVersion, BadRequest, ModelNotFound, ModelNotReady, Unprocessable
 from ..extensions import db
 from ..rules.names import id_value, is_id, lookup_key, name_key
-from ..store import MLModel
-from . import audit
+from ..store import MLModel, Project
+from . import access, audit
 from .projects import get_project
-from .trainer import PENDING, recover_orphans
+from .trainer import MODEL_CACHE_SIZE, PENDING, recover_orphans
 
 ATTRIBUTES = ("info", "features", "model")
 
@@ -63,8 +63,34 @@ def find_model(project_id: int, name: str, version: int | None, *options: Any) -
     return db.session.scalars(query.options(*options).limit(1)).first()
 
 
+def lock_versions(project_id: int, name: str) -> list[MLModel]:
+    """Every version of a model, oldest first, locked until the commit.
+
+    RETRAIN and DROP MODEL both take these locks first: a DROP that waited for a RETRAIN's
+    insert then deletes the new version too (its DELETE is a later statement and sees it),
+    and a RETRAIN that waited for a DROP finds no version (404) — never an orphan. The lock
+    is a write that changes nothing: on PostgreSQL it locks the rows, and on SQLite (where
+    FOR UPDATE is ignored) it takes the database's write lock before anything is read.
+    """
+    db.session.execute(update(MLModel)
+                       .where(MLModel.project_id == project_id,
+                              MLModel.name_key == name_key(name))
+                       .values(active=MLModel.active)
+                       .execution_options(synchronize_session=False))
+    return list(db.session.scalars(
+        select(MLModel).where(MLModel.project_id == project_id,
+                              MLModel.name_key == name_key(name))
+        .order_by(MLModel.version).with_for_update()
+        .execution_options(populate_existing=True)))  # as they are now, not as first read
+
+
 def delete_model(project: str, ref: str) -> None:
-    """Delete the model (every version, or the one ``name.N`` names) and its artifact."""
+    """Delete the model (every version, or the one ``name.N`` names) and its artifact.
+
+    The active version of a model with other versions cannot be dropped alone (409):
+    predictions without a version would have none to use. A model's only version can (the
+    model goes with it, as DROP MODEL m).
+    """
     get_project(project, "write")
     model = get_model(project, ref)
     _, version = split_ref(ref)
@@ -74,6 +100,13 @@ def delete_model(project: str, ref: str) -> None:
     if version is None:
         ids = delete_versions(model.project_id, model.name)
     else:
+        versions = lock_versions(model.project_id, model.name)
+        if model.active and len(versions) > 1 and model in versions:
+            db.session.rollback()
+            raise ActiveVersion(f"Version {model.version} is the active version of model "
+                                f"'{model.name}': make another version active first (SET "
+                                f"model_active = {model.name}.N) or drop the whole model",
+                                model=model.name, version=model.version)
         ids = list(db.session.scalars(delete(MLModel).where(MLModel.id == model.id)
                                       .returning(MLModel.id)))
     if not ids:
@@ -91,7 +124,35 @@ def delete_versions(project_id: int, name: str) -> list[int]:
     where = (MLModel.project_id == project_id, MLModel.name_key == name_key(name))
     if db.session.scalar(select(MLModel.id).where(*where).limit(1)) is None:
         return []  # no write at all (on SQLite even a DELETE of nothing locks the store)
+    lock_versions(project_id, name)
+    # The DELETE is a later statement than the lock: a version a RETRAIN inserted while
+    # this waited for its lock is seen, and deleted with the others.
     return list(db.session.scalars(delete(MLModel).where(*where).returning(MLModel.id)))
+
+
+def set_active_version(project: str, name: str, version: int) -> MLModel:
+    """Make version ``version`` the one that answers predictions made without a version."""
+    found = get_project(project, "write")
+    model_name, _ = split_ref(name)
+    versions = lock_versions(found.id, model_name)
+    if not versions:
+        raise ModelNotFound(name, found.name)
+    chosen = next((v for v in versions if v.version == version), None)
+    if chosen is None:
+        db.session.rollback()
+        raise ModelNotFound(f"{versions[0].name}.{version}", found.name)
+    if chosen.status != "complete":
+        db.session.rollback()
+        raise ModelNotReady(f"Version {version} of model '{chosen.name}' is not trained (status "
+                            f"{chosen.status}): only a complete version can be active",
+                            model_status=chosen.status)
+    before = next((v.version for v in versions if v.active), None)
+    for each in versions:
+        each.active = each.id == chosen.id
+    audit.record_change("model", "update", f"{found.name}.{chosen.name}",
+                        {"active_version": before}, {"active_version": chosen.version})
+    db.session.commit()
+    return chosen
 
 
 def describe_model(project: str, ref: str, attribute: str | None = None) -> list[dict]:
@@ -110,14 +171,52 @@ def describe_model(project: str, ref: str, attribute: str | None = None) -> list
 
 def predict(project: str, ref: str, rows: list[dict[str, Any]] | dict[str, Any]) -> list[dict]:
     """The rows with the predicted column, its confidence and an explanation added."""
-    model = get_model(project, ref)
+    model = _complete_model(project, ref) or get_model(project, ref)
     _require_complete(model)
     rows = [rows] if isinstance(rows, dict) else rows
     try:
         return ml.predict(_loaded(model), rows)
     except ml.PredictionError as exc:
         errors = {exc.column: [exc.message]} if exc.column else None
-        raise BadRequest(exc.message, title="Invalid prediction input", errors=errors) from exc
+        raise Unprocessable(exc.message, title="Invalid prediction input", errors=errors) from exc
+
+
+def _complete_model(project: str, ref: str) -> MLModel | None:
+    """The complete model (version) ``ref`` of ``project`` in one statement — the predict
+    path's; None when that is not simply found (get_model then says what is missing)."""
+    name, version = split_ref(ref)
+    query = _VERSION_QUERY if version is not None else _ACTIVE_QUERY
+    if (visible := access.visible_project_filter()) is not None:
+        query = query.where(visible)  # not seen: get_model says so (404), as for the rest
+    return db.session.scalars(query, {"project": lookup_key(project), "name": lookup_key(name),
+                                      "version": version}).first()
+
+
+# Built once (values are bound per call): building the expression cost as much as running it.
+_COMPLETE_QUERY = (select(MLModel).join(Project, Project.id == MLModel.project_id)
+                   .where(Project.name_key == bindparam("project"),
+                          MLModel.name_key == bindparam("name"), MLModel.status == "complete")
+                   .limit(1))
+_VERSION_QUERY = _COMPLETE_QUERY.where(MLModel.version == bindparam("version"))
+_ACTIVE_QUERY = _COMPLETE_QUERY.where(MLModel.active.is_(True))
+
+
+def preload_models() -> int:
+    """Unpack the active complete models into this process's cache (up to its size): in a
+    gunicorn master before forking, so workers share them. Returns how many."""
+    ml.preload()
+    models = db.session.scalars(select(MLModel).where(MLModel.active.is_(True),
+                                                      MLModel.status == "complete")
+                                .order_by(MLModel.updated_at.desc()).limit(MODEL_CACHE_SIZE))
+    count = 0
+    for model in models:
+        try:
+            _loaded(model)
+            count += 1
+        except ml.PredictionError:
+            pass  # written by an incompatible version: its predict says so
+    db.session.rollback()
+    return count
 
 
 def _loaded(model: MLModel) -> ml.LoadedModel:
@@ -136,4 +235,5 @@ def _require_complete(model: MLModel) -> None:
         detail = f"Model '{model.name}' is not trained: its status is {model.status}"
         if model.error:
             detail += f" ({model.error})"
-        raise ModelNotReady(detail, model_status=model.status, model_error=model.error)
+        raise ModelNotReady(detail, model_status=model.status, model_error=model.error,
+                            model_progress=model.progress)

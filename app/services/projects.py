@@ -3,11 +3,11 @@
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from ..errors import BadRequest, NameReserved, NameTaken, ProjectNotEmpty, ProjectNotFound
+from ..errors import Conflict, NameReserved, ProjectNotEmpty, ProjectNotFound
 from ..extensions import db
 from ..rules.names import DEFAULT_PROJECT, lookup_key, name_key, validate_database_name
 from ..sql.sources import current_sources
-from ..store import Agent, MLModel, Project, Skill
+from ..store import Agent, DatabaseName, MLModel, Project, Skill
 from . import access, audit
 from . import databases as database_service
 from .common import commit, delete_or_gone
@@ -48,15 +48,18 @@ def create_project(name: str) -> Project:
     access.require_create_project()
     check_free_database_name(name)
     project = Project(name=name, name_key=name_key(name))
+    # The name's row: a data source created at the same moment with this name cannot both
+    # commit (the store's primary key decides, across workers and instances).
+    db.session.add(DatabaseName(name_key=name_key(name), kind="project"))
     db.session.add(project)
     try:
         db.session.flush()  # the id, for the creator's membership in the same transaction
     except IntegrityError:
         db.session.rollback()
-        raise NameTaken("Project", name) from None
+        raise database_service.name_taken(name, "project") from None
     access.add_creator(project)
     audit.record_change("project", "create", project.name, None, {"name": project.name})
-    commit(lambda: NameTaken("Project", name))
+    commit(lambda: database_service.name_taken(name, "project"))
     return project
 
 
@@ -73,8 +76,10 @@ def project_contents(project: Project) -> dict[str, list[str]]:
 
 def delete_project(name: str, *, cascade: bool = False) -> None:
     if name_key(name) == DEFAULT_PROJECT:
-        raise BadRequest(f"The default project '{DEFAULT_PROJECT}' cannot be deleted",
-                         title="Project cannot be deleted")
+        # The default project always exists (MindsDB clients assume it): a rule about the
+        # state of the store, not about the request's shape, so 409 rather than 400.
+        raise Conflict(f"The default project '{DEFAULT_PROJECT}' cannot be deleted",
+                       title="Project cannot be deleted")
     project = get_project(name, "own")
     contents = project_contents(project)
     if contents and not cascade:
@@ -85,6 +90,8 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
     # loaded, so one DELETE removes the project and everything in it.
     audit.record_change("project", "delete", project.name, {"name": project.name,
                                                             **contents}, None)
+    db.session.execute(db.delete(DatabaseName).where(
+        DatabaseName.name_key == project.name_key, DatabaseName.kind == "project"))
     delete_or_gone(db.delete(Project).where(Project.id == project.id),
                    lambda: ProjectNotFound(name))
 

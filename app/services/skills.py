@@ -5,11 +5,17 @@ from typing import Any
 
 from sqlalchemy import Select, Text, bindparam, cast, select
 
-from ..errors import AgentNotFound, BadRequest, NameTaken, SkillNotFound, shown
+from ..errors import (
+    AgentNotFound,
+    NameTaken,
+    SkillNotFound,
+    UnknownSkill,
+    Unprocessable,
+    shown,
+)
 from ..extensions import db
 from ..rules.names import is_id, lookup_key, name_key, ref_value, validate_name
 from ..rules.secrets import mask_json_text, merge
-from ..sql.sources import data_source_names
 from ..store import Agent, AgentSkill, Project, Skill
 from . import access, audit
 from .common import Raced, commit, delete_or_gone, retried_on_race
@@ -92,7 +98,7 @@ def _view(project: Project, skill: Skill) -> dict[str, Any]:
 def _check_params(skill_type: str, params: dict[str, Any]) -> None:
     if skill_type != "sql":
         return
-    sources = data_source_names()
+    sources = access.queryable_sources().names()  # a source it may not query: missing
     database = params.get("database")
     errors = {}
     if not isinstance(database, str) or not database:
@@ -104,9 +110,10 @@ def _check_params(skill_type: str, params: dict[str, Any]) -> None:
     if not isinstance(tables, list) or not all(isinstance(t, str) and t for t in tables):
         errors["tables"] = ["A sql skill needs params.tables, a list of table names."]
     if errors:
-        raise BadRequest("Invalid params for a sql skill: "
-                         + " ".join(m for ms in errors.values() for m in ms),
-                         errors={"params": errors})
+        # Keyed by where they are in the request body ({"skill": {…}}), as a 400's are.
+        raise Unprocessable("Invalid params for a sql skill: "
+                            + " ".join(m for ms in errors.values() for m in ms),
+                            errors={"skill": {"params": errors}})
 
 
 def _check_source(params: dict[str, Any]) -> None:
@@ -145,10 +152,10 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
             raise
         missing = [f for f in ("type", "params") if data.get(f) is None]
         if missing:
-            raise BadRequest(f"Skill '{shown(ref)}' does not exist; to create it, send "
-                             + " and ".join(missing),
-                             errors={f: ["Missing data for required field."] for f in missing}
-                             ) from None
+            raise Unprocessable(f"Skill '{shown(ref)}' does not exist; to create it, send "
+                                + " and ".join(missing),
+                                errors={"skill": {f: ["Missing data for required field."]
+                                                  for f in missing}}) from None
         try:
             return create_skill(project_name, {**data, "name": ref}), True
         except NameTaken:
@@ -180,14 +187,16 @@ def delete_skill(project_name: str, ref: str) -> None:
 
 
 def skills_by_name(project: Project, names: list[str]) -> dict[str, Skill]:
-    """The project's skills with these names (by lower-cased key); NotFound naming the missing."""
+    """The project's skills with these names (by lower-cased key); UnknownReference naming
+    the missing."""
     keys = {name_key(n) for n in names}
     found = {s.name_key: s for s in db.session.scalars(
         select(Skill).where(Skill.project_id == project.id, Skill.name_key.in_(keys)))}
     missing = [n for n in names if name_key(n) not in found]
     if missing:
-        raise SkillNotFound(missing[0], project.name,
-                            detail=f"Skill(s) {', '.join(repr(m) for m in missing)} do not "
-                                   f"exist in project '{project.name}'")
+        # 422, not 404: the request's target exists, the skills its body names do not.
+        raise UnknownSkill(missing[0], project.name,
+                           detail=f"Skill(s) {', '.join(repr(m) for m in missing)} do not "
+                                  f"exist in project '{project.name}'")
     return found
 

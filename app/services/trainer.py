@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Flask
+from flask import Flask, current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -35,6 +35,10 @@ HEARTBEAT_S = 10.0
 STALE_AFTER = timedelta(seconds=90)
 MODEL_CACHE_SIZE = 32
 PENDING = ("generating", "training")  # a model's statuses before it is complete or error
+# The trainer of a version waiting in the Celery queue: no process owns it yet, and the
+# broker (not a heartbeat) keeps it; a worker's claim replaces the marker with its name.
+QUEUED = "celery:queued"
+TRAIN_TASK = "quarry.train_model"  # the Celery task's name (app/tasks.py)
 
 
 def _process_start(pid: int) -> str | None:
@@ -99,16 +103,31 @@ class Trainer:
     def ident(self) -> str:
         return this_process()
 
+    def run_here(self, model_id: int, job: Callable[[int, str], Any]) -> Any:
+        """Run ``job(model_id, trainer_ident)`` on this thread (a Celery worker's task),
+        with this process's heartbeat kept for it meanwhile."""
+        with self._lock:
+            self._start_heart()
+            self._active.add(model_id)
+        try:
+            return job(model_id, self.ident)
+        finally:
+            with self._lock:
+                self._active.discard(model_id)
+
+    def _start_heart(self) -> None:
+        if self._heart is None:
+            self._heart = threading.Thread(target=self._beat, name="quarry-heartbeat",
+                                           daemon=True)
+            self._heart.start()
+
     def submit(self, model_id: int, job: Callable[[int, str], Any]) -> Future:
         """Queue ``job(model_id, trainer_ident)``; it runs in an app context of its own."""
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self._workers,
                                                 thread_name_prefix="quarry-trainer")
-            if self._heart is None:
-                self._heart = threading.Thread(target=self._beat, name="quarry-heartbeat",
-                                               daemon=True)
-                self._heart.start()
+            self._start_heart()
             self._active.add(model_id)
             return self._pool.submit(self._run, model_id, job)
 
@@ -151,24 +170,40 @@ class Trainer:
 
 
 def recover_orphans(models: list[MLModel] | None = None) -> int:
-    """Mark error every pending model whose trainer process is gone; returns how many."""
+    """Deal with every pending model whose trainer process is gone; returns how many.
+
+    Without a task queue (no Celery broker) such a model is marked error. With one, a
+    version under ``TRAINING_MAX_ATTEMPTS`` tries goes back to the queue (the claim in
+    ``training.run_queued`` counts the tries), so another worker trains it.
+    """
     if models is None:
         models = list(db.session.scalars(select(MLModel).where(MLModel.status.in_(PENDING))))
     now = utcnow()
     dead = [m for m in models
-            if m.status in PENDING and not trainer_alive(m.trainer, m.heartbeat_at, now)]
+            if m.status in PENDING and m.trainer != QUEUED
+            and not trainer_alive(m.trainer, m.heartbeat_at, now)]
+    celery = current_app.extensions.get("quarry.celery")
+    requeued = []
     for model in dead:
+        owned = (MLModel.id == model.id, MLModel.status.in_(PENDING),
+                 MLModel.trainer.is_(None) if model.trainer is None
+                 else MLModel.trainer == model.trainer)
+        if celery is not None:
+            # The claim (training.run_queued) decides whether tries are left.
+            if db.session.execute(update(MLModel).where(*owned).values(
+                    status="generating", trainer=QUEUED, updated_at=now)).rowcount:
+                requeued.append(model.id)
+            continue
         db.session.execute(
-            update(MLModel)
-            .where(MLModel.id == model.id, MLModel.status.in_(PENDING),
-                   MLModel.trainer.is_(None) if model.trainer is None
-                   else MLModel.trainer == model.trainer)
+            update(MLModel).where(*owned)
             .values(status="error", trainer=None, heartbeat_at=None, updated_at=now,
                     error=f"Training was interrupted: the process training the model "
                           f"({model.trainer or 'unknown'}) stopped before it finished. "
-                          "Drop the model and create it again."))
+                          "RETRAIN the model, or drop it and create it again."))
     if dead:
         db.session.commit()
+        for model_id in requeued:
+            celery.send_task(TRAIN_TASK, args=[model_id])
         for model in dead:
             db.session.refresh(model)
     return len(dead)

@@ -14,25 +14,35 @@ from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 from marshmallow import ValidationError
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from .. import ml
-from ..errors import BadRequest, NameReserved, NameTaken, TrainingFailed, summarise
+from ..errors import (
+    ModelBusy,
+    ModelNotFound,
+    ModelNotReady,
+    NameReserved,
+    NameTaken,
+    TrainingFailed,
+    Unprocessable,
+    summarise,
+)
 from ..extensions import db
 from ..rules.names import PROJECT_TABLES, name_key, validate_name
 from ..schemas.models import TrainingOptions
 from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
 from ..sql.gate import gate
-from ..sql.sources import SourceRegistry, current_sources
+from ..sql.sources import SourceRegistry
 from ..store import MLModel
 from ..store.types import utcnow
 from ..telemetry import current_metrics
 from . import access, audit
 from .common import Raced, commit, retried_on_race
 from .lookup import taken_or_gone
-from .models import delete_versions, find_model
+from .models import delete_versions, find_model, lock_versions, split_ref
 from .projects import get_project
+from .trainer import PENDING, QUEUED, TRAIN_TASK, recover_orphans, trainer_alive
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,15 +72,161 @@ def create_model(spec: TrainingSpec) -> MLModel:
     model, created = _record_model(spec)
     if not created:
         return model
-    name = model.name
-    future = current_app.extensions["quarry.trainer"].submit(model.id, run_training)
-    if model.training_options["using"].get("join_learn_process"):
-        future.result()
-        db.session.refresh(model)
-        if model.status == "error":
-            raise TrainingFailed(f"Training of model '{name}' failed: {model.error}",
-                                 model=name, model_status="error")
+    return _launch(model)
+
+
+@dataclass(frozen=True)
+class RetrainSpec:
+    """What RETRAIN or FINETUNE asks for, as plain values; None keeps the stored value."""
+
+    project: str
+    name: str
+    version: int | None = None   # RETRAIN/FINETUNE p.m.N: start from version N
+    query: str | None = None     # FROM … (SELECT …): new training rows
+    source: str | None = None
+    using: dict[str, Any] = field(default_factory=dict)
+    finetune: bool = False
+
+
+def retrain_spec(project: str, ref: str, body: dict[str, Any], *,
+                 finetune: bool = False) -> RetrainSpec:
+    """The spec of a REST retrain/finetune body ({"query", "data_source", "using"})."""
+    name, version = split_ref(ref)
+    return RetrainSpec(project=project, name=name, version=version,
+                       query=body.get("query") or None, source=body.get("data_source"),
+                       using={str(k).lower(): v for k, v in (body.get("using") or {}).items()},
+                       finetune=finetune)
+
+
+def retrain_model(spec: RetrainSpec) -> MLModel:
+    """Record version N+1 of a model and train it; it becomes active when complete (unless
+    ``USING active = false``), and until then the active version keeps answering.
+
+    RETRAIN reads the stored query (or the new one) with the stored USING merged with the
+    new; FINETUNE trains on the base version's rows plus the new query's rows. One version
+    trains at a time: a second RETRAIN while one runs → 409.
+    """
+    project = get_project(spec.project, "write")
+    # Orphans first (their commit would end the row locks taken next).
+    recover_orphans(list(db.session.scalars(select(MLModel).where(
+        MLModel.project_id == project.id, MLModel.name_key == name_key(spec.name),
+        MLModel.status.in_(PENDING)))))
+    versions = lock_versions(project.id, spec.name)
+    if not versions:
+        raise ModelNotFound(spec.name, project.name)
+    busy = [v for v in versions if v.status in PENDING]
+    if busy:
+        db.session.rollback()
+        raise ModelBusy(f"Model '{versions[0].name}' is already training version "
+                        f"{busy[0].version}; wait until it completes (or fails)",
+                        model=versions[0].name, version=busy[0].version)
+    base = _base_version(versions, spec)
+    model = _next_version(project, base, versions, spec)
+    # The training query runs later, in the background, without the caller: check now.
+    access.require_source(model.data_source)
+    db.session.add(model)
+    name = base.name
+    audit.record_change("model", "finetune" if spec.finetune else "retrain",
+                        f"{project.name}.{name}", {"version": base.version},
+                        {"version": model.version, "data_source": model.data_source,
+                         "query": model.fetch_data_query,
+                         "using": model.training_options["using"]})
+    # Two RETRAINs that both read version N insert N+1: the unique constraint refuses one.
+    commit(taken_or_gone(project, lambda: ModelBusy(
+        f"Model '{name}' is already training a new version", model=name)))
+    return _launch(model)
+
+
+def _base_version(versions: list[MLModel], spec: RetrainSpec) -> MLModel:
+    if spec.version is not None:
+        base = next((v for v in versions if v.version == spec.version), None)
+        if base is None:
+            db.session.rollback()
+            raise ModelNotFound(f"{versions[0].name}.{spec.version}", spec.project)
+    else:
+        base = next((v for v in versions if v.active), None) or versions[-1]
+    if spec.finetune and base.status != "complete":
+        db.session.rollback()
+        raise ModelNotReady(f"Version {base.version} of model '{base.name}' is not trained "
+                            f"(status {base.status}): FINETUNE starts from a trained version",
+                            model_status=base.status)
+    return base
+
+
+def _next_version(project: Any, base: MLModel, versions: list[MLModel],
+                  spec: RetrainSpec) -> MLModel:
+    stored = base.training_options or {}
+    using = dict(stored.get("using", {}))
+    using.pop("join_learn_process", None)
+    using.pop("active", None)
+    using.update(spec.using)
+    options: dict[str, Any] = {"target": stored.get("target", base.predict),
+                               "using": training_options(using)}
+    if spec.query is not None:
+        query = spec.query
+        source = _source_name(TrainingSpec(project=spec.project, name=base.name,
+                                           target=base.predict, query=spec.query,
+                                           source=spec.source))
+    elif spec.source is not None:
+        raise Unprocessable("FROM <data source> needs a query: FROM demo (SELECT …)",
+                            title="Training data missing")
+    elif spec.finetune:
+        raise Unprocessable("FINETUNE needs the new rows: FINETUNE p.m FROM <data source> "
+                            "(SELECT …)", title="Training data missing")
+    else:
+        query, source = base.fetch_data_query, base.data_source
+    if spec.finetune:
+        # The base version's rows come first: the fine-tuned pipeline is refitted on them
+        # plus the new rows (see docs/models.md: sklearn's estimators here have no
+        # incremental fit that keeps their preprocessing consistent).
+        options["finetune"] = {
+            "from_version": base.version,
+            "method": "refit on the base version's training rows plus the new rows",
+            "base_data": [*stored.get("finetune", {}).get("base_data", []),
+                          {"source": base.data_source, "query": base.fetch_data_query}]}
+    return MLModel(project_id=project.id, name=base.name, name_key=base.name_key,
+                   version=max(v.version for v in versions) + 1, active=False,
+                   status="generating", predict=base.predict,
+                   engine=options["using"].get("engine", base.engine), data_source=source,
+                   fetch_data_query=query, training_options=options,
+                   base_version=base.version if spec.finetune else None,
+                   trainer=current_app.extensions["quarry.trainer"].ident,
+                   heartbeat_at=utcnow(), progress={"phase": "queued", "rows_read": 0})
+
+
+def _launch(model: MLModel) -> MLModel:
+    """Start training ``model``: on a Celery worker when a broker is configured, else on
+    this process's trainer; and wait for it when USING join_learn_process = true."""
+    name, model_id = model.name, model.id
+    join = bool(model.training_options["using"].get("join_learn_process"))
+    celery = current_app.extensions.get("quarry.celery")
+    if celery is not None:
+        _set(model_id, model.trainer, trainer=QUEUED)
+        celery.send_task(TRAIN_TASK, args=[model_id])
+        if join:
+            _wait_for(model_id)
+    else:
+        future = current_app.extensions["quarry.trainer"].submit(model_id, run_training)
+        if join:
+            future.result()
+    if not join:
+        return model
+    db.session.refresh(model)
+    if model.status == "error":
+        raise TrainingFailed(f"Training of model '{name}' failed: {model.error}",
+                             model=name, model_status="error")
     return model
+
+
+def _wait_for(model_id: int) -> None:
+    """Poll the store until a Celery worker has finished the version (join_learn_process)."""
+    deadline = time.monotonic() + current_app.config["CELERY_JOIN_TIMEOUT_S"]
+    while time.monotonic() < deadline:
+        db.session.commit()  # a fresh snapshot each round
+        status = db.session.scalar(select(MLModel.status).where(MLModel.id == model_id))
+        if status not in PENDING:
+            return
+        time.sleep(0.2)
 
 
 def training_options(using: dict[str, Any]) -> dict[str, Any]:
@@ -78,8 +234,8 @@ def training_options(using: dict[str, Any]) -> dict[str, Any]:
     try:
         return TrainingOptions().load(using)
     except ValidationError as exc:
-        raise BadRequest(f"Invalid USING: {summarise(exc.messages)}", title="Invalid USING",
-                         errors=exc.messages) from None
+        raise Unprocessable(f"Invalid USING: {summarise(exc.messages)}", title="Invalid USING",
+                            errors=exc.messages) from None
 
 
 def check_model_name(project: str, name: str) -> None:
@@ -95,7 +251,7 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
     """The new model's record, committed, and True; or the existing one and False when the
     statement says ``IF NOT EXISTS`` and the name is taken."""
     project = get_project(spec.project, "write")
-    name = validate_name("model", spec.name)
+    name = validate_name("model", spec.name, error=Unprocessable)
     check_model_name(project.name, name)
     options = {"target": spec.target, "using": training_options(spec.using)}
     source = _source_name(spec)
@@ -113,7 +269,7 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
                     engine=options["using"].get("engine", "sklearn"), data_source=source,
                     fetch_data_query=spec.query, training_options=options,
                     trainer=current_app.extensions["quarry.trainer"].ident,
-                    heartbeat_at=utcnow())
+                    heartbeat_at=utcnow(), progress={"phase": "queued", "rows_read": 0})
     db.session.add(model)
     audit.record_change("model", "create", f"{project.name}.{name}", None,
                         {"predict": spec.target, "data_source": source, "query": spec.query,
@@ -132,16 +288,17 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
 
 
 def _source_name(spec: TrainingSpec) -> str:
-    registry = current_sources()
+    # As the caller sees them: a source it may not query is missing (its name must not leak).
+    registry = access.queryable_sources()
     if spec.source is None:
         # FROM (SELECT … FROM demo.iris), as mindsdb_sdk writes models.create(query="…"):
         # the data source is the one the query's qualified tables name.
         return _qualified_source(spec.query, registry)
     source = registry.get(spec.source)
     if source is None:
-        raise BadRequest(f"Data source '{spec.source}' does not exist; configured data "
-                         f"sources: {', '.join(registry.names()) or 'none'}",
-                         title="Unknown data source")
+        raise Unprocessable(f"Data source '{spec.source}' does not exist; configured data "
+                            f"sources: {', '.join(registry.names()) or 'none'}",
+                            title="Unknown data source")
     return source.name
 
 
@@ -149,12 +306,12 @@ def _qualified_source(query: str, registry: SourceRegistry) -> str:
     try:
         found = gate(query, registry, None).source
     except SqlError as exc:
-        raise BadRequest(f"The training query cannot be run: {exc.message}",
-                         title="Invalid training query") from exc
+        raise Unprocessable(f"The training query cannot be run: {exc.message}",
+                            title="Invalid training query") from exc
     if found is None:
-        raise BadRequest("The training query names no data source: write "
-                         "CREATE MODEL p.m FROM <data source> (SELECT …) or qualify its "
-                         "tables (SELECT … FROM demo.iris)", title="Training data missing")
+        raise Unprocessable("The training query names no data source: write "
+                            "CREATE MODEL p.m FROM <data source> (SELECT …) or qualify its "
+                            "tables (SELECT … FROM demo.iris)", title="Training data missing")
     return found.name
 
 
@@ -170,16 +327,54 @@ def run_training(model_id: int, trainer: str) -> None:
         _fail(model_id, trainer, f"Training failed unexpectedly: {type(exc).__name__}: {exc}")
 
 
+def run_queued(model_id: int, trainer: str) -> str:
+    """A Celery worker's run: claim the version, then train it. Returns what happened.
+
+    The claim is one conditional UPDATE, so a task delivered twice (its first worker was
+    killed, or a describe re-queued it) trains once; each start counts a try, and past
+    ``TRAINING_MAX_ATTEMPTS`` the version is marked error instead of tried again.
+    """
+    model = db.session.get(MLModel, model_id)
+    if model is None or model.status not in PENDING:
+        return "gone"  # deleted, or finished by another delivery
+    if model.status == "training" and trainer_alive(model.trainer, model.heartbeat_at):
+        return "busy"  # another worker is on it
+    previous, attempts = model.trainer, model.attempts
+    db.session.rollback()
+    if attempts >= current_app.config["TRAINING_MAX_ATTEMPTS"]:
+        _set(model_id, previous, status="error", trainer=None, heartbeat_at=None,
+             error=f"Training was interrupted {attempts} times (its worker stopped each "
+                   "time); giving up. Fix the cause (memory?) and RETRAIN the model.")
+        return "gave up"
+    claimed = db.session.execute(
+        update(MLModel)
+        .where(MLModel.id == model_id, MLModel.status.in_(PENDING),
+               MLModel.trainer.is_(None) if previous is None else MLModel.trainer == previous)
+        .values(status="generating", trainer=trainer, heartbeat_at=utcnow(),
+                updated_at=utcnow())).rowcount
+    db.session.commit()
+    if not claimed:
+        return "busy"
+    run_training(model_id, trainer)
+    return "trained"
+
+
 def _train(model_id: int, trainer: str) -> None:
     model = db.session.get(MLModel, model_id)
     if model is None or model.status != "generating":
         return  # deleted, or already given up on, while it waited in the queue
-    _set(model_id, trainer, status="training", heartbeat_at=utcnow())
+    # Each start counts a try (run_queued gives up past TRAINING_MAX_ATTEMPTS).
+    _set(model_id, trainer, status="training", heartbeat_at=utcnow(),
+         attempts=MLModel.attempts + 1,
+         progress={"phase": "reading", "rows_read": 0, "trainer": trainer})
     started = time.perf_counter()
     metrics = current_metrics()
     metrics.trainings_running.inc()
     try:
-        result = _fit(model)
+        frame = _read_model_rows(model)
+        _set(model_id, trainer, progress={"phase": "fitting", "rows_read": len(frame),
+                                            "trainer": trainer})
+        result = _fit(model, frame)
     except ml.TrainingError as exc:
         metrics.trainings_done.labels("failed").inc()
         _fail(model_id, trainer, exc.message)
@@ -194,17 +389,48 @@ def _train(model_id: int, trainer: str) -> None:
     finally:
         metrics.trainings_running.dec()
     metrics.trainings_done.labels("finished").inc()
-    _set(model_id, trainer, status="complete", accuracy=result.accuracy, error=None,
-         description=result.description, artifact=result.artifact,
-         training_time=round(time.perf_counter() - started, 3), trainer=None,
-         heartbeat_at=None)
+    description = result.description
+    finetune = (model.training_options or {}).get("finetune")
+    if finetune and isinstance(description, dict) and isinstance(description.get("info"), dict):
+        description["info"]["finetune"] = {"from_version": finetune["from_version"],
+                                           "method": finetune["method"]}
+    stored = _set(model_id, trainer, status="complete", accuracy=result.accuracy,
+                  error=None, description=description, artifact=result.artifact,
+                  training_time=round(time.perf_counter() - started, 3), trainer=None,
+                  heartbeat_at=None, progress={"phase": "complete", "rows_read": len(frame),
+                            "trainer": trainer},
+                  commit=False)
+    # The switch to the new version is in the same transaction as its artifact: a predict
+    # sees the old active version or the new one, never none.
+    if stored and (model.training_options or {}).get("using", {}).get("active", True):
+        _activate(model)
+    db.session.commit()
 
 
-def _fit(model: MLModel) -> ml.TrainResult:
-    """Read the model's training rows and train on them, with its USING options."""
+def _activate(model: MLModel) -> None:
+    """Make ``model`` the active version of its name (in the caller's transaction)."""
+    db.session.execute(update(MLModel)
+                       .where(MLModel.project_id == model.project_id,
+                              MLModel.name_key == model.name_key)
+                       .values(active=MLModel.id == model.id))
+
+
+def _read_model_rows(model: MLModel) -> pd.DataFrame:
+    """The version's training rows: its query's, after a FINETUNE's base rows."""
+    import pandas as pd  # on first training only: see app/ml/__init__.py
+
+    options = model.training_options or {}
+    sample = options.get("using", {}).get("max_rows")
+    parts = [_read_frame(d["source"], d["query"], sample)
+             for d in options.get("finetune", {}).get("base_data", [])]
+    parts.append(_read_frame(model.data_source, model.fetch_data_query, sample))
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def _fit(model: MLModel, frame: pd.DataFrame) -> ml.TrainResult:
+    """Train on ``frame`` with the model's USING options."""
     options = model.training_options or {}
     using = options.get("using", {})
-    frame = _read_frame(model.data_source, model.fetch_data_query, using.get("max_rows"))
     return ml.train(frame, options.get("target", model.predict), problem=using.get("problem"),
                     validation_fraction=using.get("validation_fraction",
                                                   DEFAULT_VALIDATION_FRACTION),
@@ -229,13 +455,17 @@ def _read_frame(source: str, query: str, sample_rows: int | None) -> pd.DataFram
     return pd.DataFrame.from_records(rows, columns=columns)
 
 
-def _set(model_id: int, owner: str, **values: Any) -> None:
+def _set(model_id: int, owner: str | None, *, commit: bool = True, **values: Any) -> int:
     # Only while this trainer still owns the model: a model marked error by a process that
     # thought this one dead, or deleted, stays as it is.
-    db.session.execute(update(MLModel)
-                       .where(MLModel.id == model_id, MLModel.trainer == owner)
-                       .values(updated_at=utcnow(), **values))
-    db.session.commit()
+    count = db.session.execute(update(MLModel)
+                               .where(MLModel.id == model_id,
+                                      MLModel.trainer.is_(None) if owner is None
+                                      else MLModel.trainer == owner)
+                               .values(updated_at=utcnow(), **values)).rowcount
+    if commit:
+        db.session.commit()
+    return count
 
 
 def _fail(model_id: int, owner: str, message: str) -> None:

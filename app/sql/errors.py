@@ -26,7 +26,7 @@ class ErrorCode(IntEnum):
     UNSUPPORTED = 16         # a statement this service does not run (yet)
     # Statements about the service's own objects (docs/mindsdb-sql.md):
     NOT_FOUND = 17           # the project, model, skill or agent does not exist
-    CONFLICT = 18            # name taken, project not empty, model not trained yet
+    CONFLICT = 18            # name taken, project not empty or the default, model not trained
     INVALID_STATEMENT = 19   # a value the REST route would refuse with 400 (name, USING …)
     SERVICE_FAILED = 20      # any other error of the service (e.g. the store is down)
     OUT_OF_RANGE = 21        # a number too large for the database (LIMIT 1e25, bigint overflow)

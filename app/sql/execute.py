@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 
 from .errors import ErrorCode, SqlError
 from .gate import gate
+from .native import NativeError
 from .roles import check_on_use
 from .running import Statement, cursor_name, mysql_marked
 from .sources import DataSource, SourceRegistry, current_sources
@@ -371,12 +372,15 @@ def _classify(exc: BaseException) -> ErrorCode:
     if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
         exc = exc.orig
     module = type(exc).__module__
-    sqlstate = getattr(exc, "sqlstate", None) if module.startswith("psycopg") else None
+    sqlstate = getattr(exc, "sqlstate", None) \
+        if module.startswith("psycopg") or isinstance(exc, NativeError) else None
     if sqlstate:
         if sqlstate in _PG_CODES:
             return _PG_CODES[sqlstate]
         if sqlstate.startswith("08"):
             return ErrorCode.SOURCE_DOWN
+        return ErrorCode.QUERY_FAILED
+    if isinstance(exc, NativeError):
         return ErrorCode.QUERY_FAILED
     if module.startswith("psycopg"):
         # No SQLSTATE: either the connection failed, or psycopg itself refused a value on

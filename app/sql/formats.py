@@ -24,16 +24,23 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .encode import _dumps_stdlib, _orjson_default, iso_duration
 from .errors import ErrorCode, SqlError
+from .native import conform
 from .stream import TableStream
 
 log = logging.getLogger(__name__)
+
+# The system allocator of the Arrow and CSV arrays: it gives a batch's memory back when the
+# batch is dropped, where Arrow's default pool (mimalloc) keeps it, which reads as growth.
+_POOL = pa.system_memory_pool()
 
 # response_format -> media type of the answer.
 MEDIA_TYPES = {
@@ -112,7 +119,7 @@ def _csv_text(value: Any) -> Any:
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, Decimal):
-        return str(value)
+        return format(value, "f")  # as the database writes it: 0.0000001, not 1E-7
     if isinstance(value, timedelta):
         return iso_duration(value)
     if isinstance(value, bytes | bytearray | memoryview):
@@ -122,50 +129,145 @@ def _csv_text(value: Any) -> Any:
     return str(value)
 
 
-_CSV_PLAIN = (int, float, str)
+_CSV_PLAIN = frozenset({int, float, str})
 
 
 def csv_stream(stream: TableStream) -> Iterator[bytes]:
+    if stream.native == "csv":  # written by the database (native.py), header included
+        yield from stream.batches()
+        return
+    header = io.StringIO()
+    csv.writer(header, lineterminator="\r\n").writerow(stream.columns)
+    yield header.getvalue().encode("utf-8")
+    for batch in stream.batches():
+        columns = columns_of(batch, len(stream.columns))
+        del batch
+        try:
+            chunk = _csv_arrow(columns)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):  # UnicodeError too
+            chunk = _csv_module(columns)  # e.g. an integer beyond 64 bits
+        yield chunk
+        del chunk, columns
+
+
+def columns_of(batch: list, width: int) -> list[list]:
+    """The batch's columns. Not ``zip(*batch)``: its one iterator per row are objects the
+    garbage collector tracks, and 10 000 of them per batch set off collections that walk
+    the whole process (a few times slower than the copy itself)."""
+    return [list(map(itemgetter(i), batch)) for i in range(width)]
+
+
+def _csv_module(columns: list[list]) -> bytes:
+    """A batch as the csv module writes it: the reference the Arrow writer matches."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(stream.columns)
-    converters: list[Callable[[Any], Any] | None] | None = None
-    for batch in stream.batches():
-        if converters is None:
-            converters = _csv_converters(batch, len(stream.columns))
-        if any(converters):
-            # Column by column: only the columns that need it pay for a conversion.
-            columns = list(zip(*batch, strict=True))
-            for i, convert in enumerate(converters):
-                if convert is not None:
-                    columns[i] = [None if v is None else convert(v) for v in columns[i]]
-            batch = zip(*columns, strict=True)
-        writer.writerows(batch)
-        yield buffer.getvalue().encode("utf-8")
-        buffer.seek(0)
-        buffer.truncate()
-    if converters is None:  # no rows: the header alone
-        yield buffer.getvalue().encode("utf-8")
+    for i, values in enumerate(columns):
+        convert = _csv_converter(values)
+        if convert is not None:  # only the columns that need it pay for a conversion
+            columns[i] = [None if v is None else convert(v) for v in values]
+    writer.writerows(zip(*columns, strict=True))
+    return buffer.getvalue().encode("utf-8")
+
+
+# What makes the csv module quote a field (QUOTE_MINIMAL, lines ending in CRLF).
+_CSV_SPECIAL = '[,"\r\n]'
+_QUOTE_MARK, _COMMA, _CRLF, _EMPTY = (pa.scalar(t) for t in ('"', ",", "\r\n", ""))
+_NONE = type(None)
+
+
+def _csv_arrow(columns: list[list]) -> bytes:
+    """A batch as the csv module writes it (``_csv_module``), byte for byte, built column by
+    column with Arrow's compute functions (C++) instead of the csv module's per-field loop."""
+    fields = [_csv_fields(values) for values in columns]
+    if len(fields) == 1:  # the csv module writes a row of one empty field as ""
+        lines = pc.coalesce(fields[0], _EMPTY)
+        lines = pc.if_else(pc.equal(lines, _EMPTY), pa.scalar('""'), lines)
+    else:  # NULL as an empty field
+        lines = pc.binary_join_element_wise(*fields, _COMMA, null_handling="replace",
+                                            null_replacement="", memory_pool=_POOL)
+    # All the lines as one text, each ended by CRLF.
+    text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()),
+                                                   lines), _CRLF, memory_pool=_POOL)
+    _, offsets, data = text.buffers()
+    end = memoryview(offsets).cast("i")[1]  # int32: the one value's end in data
+    return b"".join((memoryview(data)[:end], b"\r\n"))  # one copy
+
+
+def _csv_fields(values: list) -> pa.Array:
+    """One column of a batch as CSV fields: text, quoted where the csv module quotes,
+    NULL as null."""
+    kinds = set(map(type, values))
+    kinds.discard(_NONE)
+    if kinds == {int}:  # beyond 64 bits: OverflowError, and the csv module's batch
+        return pc.cast(pa.array(values, pa.int64(), memory_pool=_POOL), pa.string(),
+                       memory_pool=_POOL)
+    if kinds == {float}:
+        return _float_fields(values)
+    if not kinds <= {str}:  # the text of other values, as _csv_module writes it
+        convert = _csv_converter(values) or str
+        values = [v if v is None or v.__class__ is str else convert(v) for v in values]
+    text = pa.array(values, pa.string(), memory_pool=_POOL)
+    if not _holds(text, b",", b'"', b"\r", b"\n"):  # the usual case: a scan of the bytes
+        return text
+    special = pc.match_substring_regex(text, _CSV_SPECIAL)
+    quoted = pc.binary_join_element_wise(_QUOTE_MARK, pc.replace_substring(text, '"', '""'),
+                                         _QUOTE_MARK, _EMPTY)
+    return pc.if_else(special, quoted, text)
+
+
+def _holds(text: pa.Array, *needles: bytes) -> bool:
+    """Whether any value of a string array may contain one of ``needles`` (the array's
+    whole data buffer is searched: a false yes costs a closer look, never a wrong byte).
+    A copy and memchr: many times faster than a regular expression over the buffer."""
+    data = text.buffers()[2]
+    if data is None:
+        return False
+    raw = data.to_pybytes()
+    return any(needle in raw for needle in needles)
+
+
+def _float_fields(values: list) -> pa.Array:
+    """Floats as Python writes them (``repr``). Arrow writes the same shortest digits, and
+    the same notation wherever both write fixed notation (Python from 1e-4 up to 1e16,
+    Arrow below 1e10 and down to 1e-7 or so), but for a whole number's '.0'; nan and ±inf
+    alike. Other values (exponents, tiny numbers) take ``repr`` one by one."""
+    numbers = pa.array(values, pa.float64(), memory_pool=_POOL)
+    text = pc.cast(numbers, pa.string(), memory_pool=_POOL)
+    # Arrow's text with an exponent, or the fixed text of 0 < |x| < 1e-4 (0.0000…): Python
+    # writes an exponent there (or another one).
+    if _holds(text, b"e", b"0.0000"):
+        size = pc.abs(numbers)
+        fixed = pc.and_(pc.greater_equal(size, 1e-4), pc.less(size, 1e16))
+        same = pc.and_(pc.invert(pc.match_substring(text, "e")),
+                       pc.or_(pc.or_(fixed, pc.equal(size, 0.0)),
+                              pc.invert(pc.is_finite(numbers))))
+        other = pc.coalesce(pc.invert(same), False)
+        text = pc.replace_with_mask(text, other, pa.array(
+            [repr(values[i]) for i in pc.indices_nonzero(other).to_pylist()], pa.string()))
+    else:
+        other = None
+    whole = pc.equal(pc.subtract(numbers, pc.floor(numbers)), 0.0)  # not nan, not ±inf
+    if other is not None:
+        whole = pc.and_not(whole, other)
+    return pc.if_else(whole, pc.binary_join_element_wise(text, pa.scalar(".0"), _EMPTY,
+                                                         memory_pool=_POOL),
+                      text, memory_pool=_POOL)
 
 
 def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime | date | time) else _csv_text(value)
 
 
-def _csv_converters(batch: list, width: int) -> list[Callable[[Any], Any] | None]:
-    """Per column: None when the csv module writes its values as they are (numbers, text:
-    the fast path), else the converter. Decided from the first batch; a later value of
-    another type still goes through the converter's general rules."""
-    converters: list[Callable[[Any], Any] | None] = []
-    for i in range(width):
-        kinds = {row[i].__class__ for row in batch if row[i] is not None}
-        if kinds and all(k in _CSV_PLAIN for k in kinds) and bool not in kinds:
-            converters.append(None)
-        elif kinds and all(issubclass(k, datetime | date | time) for k in kinds):
-            converters.append(_iso)
-        else:
-            converters.append(_csv_text)
-    return converters
+def _csv_converter(values: list) -> Callable[[Any], Any] | None:
+    """None when the csv module writes a column's values as they are (numbers, text: the
+    fast path), else the function that makes their text."""
+    kinds = set(map(type, values))
+    kinds.discard(_NONE)
+    if kinds <= _CSV_PLAIN:  # bool is not int here: the exact classes
+        return None
+    if all(issubclass(k, datetime | date | time) for k in kinds):
+        return _iso
+    return _csv_text
 
 
 # ----------------------------------------------------------------------------------- Arrow
@@ -177,9 +279,6 @@ _PG_ARROW = {16: pa.bool_(), 20: pa.int64(), 21: pa.int16(), 23: pa.int32(), 26:
              1114: pa.timestamp("us"), 1184: pa.timestamp("us", tz="UTC"),
              1083: pa.time64("us"), 17: pa.binary(), 1186: pa.duration("us")}
 _PG_NUMERIC = 1700
-# The system allocator: it gives a batch's memory back when the batch is dropped, where
-# Arrow's default pool (jemalloc/mimalloc) keeps it for later, which reads as growth.
-_POOL = pa.system_memory_pool()
 # PyMySQL FIELD_TYPE codes -> Arrow types (text and blobs are told apart by their values).
 _MYSQL_ARROW = {1: pa.int64(), 2: pa.int64(), 3: pa.int64(), 8: pa.int64(), 9: pa.int64(),
                 13: pa.int64(), 4: pa.float32(), 5: pa.float64(), 10: pa.date32(),
@@ -238,9 +337,24 @@ def _arrow_text(value: Any) -> Any:
     return _csv_text(value)
 
 
-def _arrow_column(values: tuple, kind: pa.DataType, name: str) -> pa.Array:
+_PLAIN_TEXT = {str, type(None)}
+
+
+def _arrow_column(values: list, kind: pa.DataType, name: str,
+                  allowed: frozenset[type] | None = None) -> pa.Array:
+    """``allowed``: for a type decided from the first batch's values (SQLite), the Python
+    types a later value may have; pyarrow itself would write 2.5 into an int64 as 2."""
+    if allowed is not None:
+        kinds = set(map(type, values))
+        kinds.discard(_NONE)
+        if not kinds <= allowed:
+            odd = sorted(k.__name__ for k in kinds - allowed)
+            raise SqlError(ErrorCode.QUERY_FAILED,
+                           f"Column '{name}' has a value that is not {kind} (a "
+                           f"{', '.join(odd)}); CAST the column in the statement to one type")
     if kind == pa.string():
-        values = [_arrow_text(v) for v in values]
+        if not set(map(type, values)) <= _PLAIN_TEXT:
+            values = [_arrow_text(v) for v in values]
     elif kind == pa.binary():
         values = [bytes(v) if isinstance(v, bytearray | memoryview) else v for v in values]
     try:
@@ -251,24 +365,43 @@ def _arrow_column(values: tuple, kind: pa.DataType, name: str) -> pa.Array:
                        f"column in the statement to one type") from None
 
 
+def _allowed(kind: pa.DataType) -> frozenset[type] | None:
+    """The Python types of a column whose Arrow type came from values (``_value_type``);
+    None: any (text: every value has one)."""
+    if pa.types.is_timestamp(kind):
+        return frozenset({datetime})
+    return _VALUE_KINDS.get(kind)
+
+
+_VALUE_KINDS = {pa.int64(): frozenset({int}), pa.float64(): frozenset({int, float}),
+                pa.bool_(): frozenset({bool}), pa.binary(): frozenset({bytes}),
+                pa.date32(): frozenset({date})}
+
+
 def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[bytes]:
     sink = io.BytesIO()
     batches = stream.batches()
     first = next(batches, [])
-    columns = list(zip(*first, strict=True)) if first else [() for _ in stream.columns]
-    kinds = []
+    if stream.native == "arrow":  # record batches read by ADBC (native.py)
+        yield from _native_arrow(stream, first, batches, metadata, sink)
+        return
+    columns = columns_of(first, len(stream.columns)) if first else \
+        [[] for _ in stream.columns]
+    kinds, allowed = [], []
     for i in range(len(stream.columns)):
         spec = stream.types[i] if i < len(stream.types) else None
         declared = _declared_type(stream.dialect, spec)
-        kinds.append(declared if declared is not None else _value_type(list(columns[i])))
+        kinds.append(declared if declared is not None else _value_type(columns[i]))
+        allowed.append(None if declared is not None else _allowed(kinds[-1]))
     schema = pa.schema([pa.field(n, k) for n, k in zip(stream.columns, kinds, strict=True)],
                        metadata=metadata)
     with pa.ipc.new_stream(sink, schema) as writer:
         batch = first
         while True:
             if batch:
-                arrays = [_arrow_column(col, k, n) for col, k, n in
-                          zip(zip(*batch, strict=True), kinds, stream.columns, strict=True)]
+                arrays = [_arrow_column(*column) for column in
+                          zip(columns_of(batch, len(kinds)), kinds, stream.columns, allowed,
+                              strict=True)]
                 writer.write_batch(pa.record_batch(arrays, schema=schema))
                 del arrays
             chunk = sink.getvalue()
@@ -280,3 +413,21 @@ def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[byte
             if batch is None:
                 break
     yield sink.getvalue()  # the end-of-stream marker
+
+
+def _native_arrow(stream: TableStream, first: Any, batches: Iterator[Any],
+                  metadata: dict[str, str], sink: io.BytesIO) -> Iterator[bytes]:
+    """Every column's type is declared (``native.arrow_eligible``)."""
+    schema = pa.schema([pa.field(n, _declared_type(stream.dialect, spec))
+                        for n, spec in zip(stream.columns, stream.types, strict=True)],
+                       metadata=metadata)
+    with pa.ipc.new_stream(sink, schema) as writer:
+        batch = first
+        while batch:
+            writer.write_batch(conform(batch, schema))
+            del batch
+            yield sink.getvalue()
+            sink.seek(0)
+            sink.truncate()
+            batch = next(batches, None)
+    yield sink.getvalue()  # the schema alone when there is no row; the end-of-stream marker

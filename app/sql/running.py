@@ -72,6 +72,15 @@ class Statement:
         if stopped:  # cancelled before it even started
             cancel()
 
+    def reattach(self, backend_id: str, cancel: Callable[[], None]) -> None:
+        """The statement moved to another database session (a stream read by ADBC)."""
+        with self._lock:
+            self.backend_id = backend_id
+            self._cancel = cancel
+            stopped = self.stopped
+        if stopped:
+            cancel()
+
     def detach(self, conn: Any) -> None:
         """The statement is over: a late cancel must not reach the connection's next user."""
         with self._lock:

@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
+from .roles import RoleReport
 from .sources import DataSource, build_source
 
 log = logging.getLogger(__name__)
@@ -168,6 +169,9 @@ class SourceSpec:
     params: dict[str, Any]          # in clear: never log it
     shown: dict[str, Any]           # the parameters with secrets masked
     broken: str | None = None       # why it cannot be used (e.g. undecryptable secrets)
+    public: bool = False            # any signed-in user may query it
+    privileged_role: str = "warn"   # what a privileged account means (roles.py)
+    role_warnings: tuple[str, ...] | None = None  # the stored account check; None: unknown
 
 
 def build_runtime_source(spec: SourceSpec, settings: dict[str, Any]) -> DataSource:
@@ -175,9 +179,12 @@ def build_runtime_source(spec: SourceSpec, settings: dict[str, Any]) -> DataSour
     if spec.broken is not None:
         return _broken_source(spec, settings)
     url = source_url(spec.engine, normalised(spec.engine, spec.params))
-    source = build_source(spec.name, {"url": url}, settings)
+    source = build_source(spec.name, {"url": url, "public": spec.public,
+                                      "privileged_role": spec.privileged_role}, settings)
     source.engine_name = spec.engine
     source.info = {"parameters": spec.shown, "runtime": True}
+    if spec.role_warnings is not None and source.dialect != "sqlite":
+        source.role = RoleReport(tuple(spec.role_warnings))  # checked when it was stored
     return source
 
 

@@ -151,9 +151,7 @@ class SourceRegistry:
     def require(self, name: str) -> DataSource:
         source = self.get(name)
         if source is None:
-            raise SqlError(ErrorCode.UNKNOWN_SOURCE,
-                           f"Data source '{name}' does not exist; configured data sources: "
-                           + (", ".join(self.names()) or "none"))
+            raise unknown_source(name, self.names())
         return source
 
     def names(self) -> list[str]:
@@ -184,6 +182,78 @@ class SourceRegistry:
                 source.dispose()
         if self.runtime is not None:
             self.runtime.dispose()
+
+
+def unknown_source(name: str, known: list[str]) -> SqlError:
+    """The one answer to a name that is no data source (of those the caller may see)."""
+    return SqlError(ErrorCode.UNKNOWN_SOURCE,
+                    f"Data source '{name}' does not exist; configured data sources: "
+                    + (", ".join(known) or "none"))
+
+
+class VisibleSources:
+    """A registry as one caller sees it: the sources ``hidden`` names do not exist.
+
+    A source the caller may not query must answer exactly as a source that does not exist
+    (its name must not leak): resolving names through this view, the gate, the prediction
+    JOIN, the training query and the skills' checks all take the path of a missing name,
+    with their own messages, which list only the names the caller may see. Everything else
+    is the registry's. Gated statements are cached in the registry's cache under the set of
+    hidden names, so callers with the same view share them.
+    """
+
+    def __init__(self, registry: SourceRegistry, hidden: frozenset[str]) -> None:
+        self._registry = registry
+        self._hidden = hidden  # lower-cased names
+        self.constants = registry.constants
+        self.runtime = registry.runtime
+
+    @property
+    def gate_cache(self) -> _SaltedCache:
+        return _SaltedCache(self._registry.gate_cache, self._hidden)
+
+    def visible(self, name: str) -> bool:
+        return name.lower() not in self._hidden
+
+    def get(self, name: str) -> DataSource | None:
+        return self._registry.get(name) if self.visible(name) else None
+
+    def is_configured(self, name: str) -> bool:
+        return self.visible(name) and self._registry.is_configured(name)
+
+    def require(self, name: str) -> DataSource:
+        source = self.get(name)
+        if source is None:
+            raise unknown_source(name, self.names())
+        return source
+
+    def names(self) -> list[str]:
+        return [n for n in self._registry.names() if self.visible(n)]
+
+    def sources(self) -> list[DataSource]:
+        return [s for s in self._registry.sources() if self.visible(s.name)]
+
+    def describe(self) -> list[tuple[str, str]]:
+        return [(n, e) for n, e in self._registry.describe() if self.visible(n)]
+
+    def dialects(self) -> list[str]:
+        return self._registry.dialects()
+
+    def forget_gated(self) -> None:
+        self._registry.forget_gated()
+
+
+class _SaltedCache:
+    """The registry's gate cache, keyed by one view's hidden names as well."""
+
+    def __init__(self, cache: LruCache, salt: frozenset[str]) -> None:
+        self._cache, self._salt = cache, salt
+
+    def get(self, key: Any) -> Any:
+        return self._cache.get((self._salt, key))
+
+    def put(self, key: Any, value: Any) -> None:
+        self._cache.put((self._salt, key), value)
 
 
 def _count_pool_use(target: Any, name: str) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import native
 from .errors import SqlError
 from .execute import (
     _abandon,
@@ -45,6 +46,10 @@ class Cursor:
     close: Callable[[bool], None]   # argument: whether every row was read
     # Per column, what the driver says of its type (dialect specific; for Arrow answers).
     types: list[Any] = field(default_factory=list)
+    # "arrow": fetch gives record batches; "csv": chunks of CSV text (native.py); None: rows.
+    native: str | None = None
+    # A native CSV cursor: how many rows it has passed on so far.
+    rows: Callable[[], int] | None = None
 
 
 class TableStream:
@@ -56,6 +61,7 @@ class TableStream:
         self.dialect = source.dialect
         self.columns = cursor.columns
         self.types = cursor.types
+        self.native = cursor.native
         self.statement = statement
         self.truncated = False
         self.complete = False
@@ -71,8 +77,12 @@ class TableStream:
         with it, and are then answered as a plain error instead of a cut stream."""
         self._first = self._fetch(FIRST_BATCH_ROWS)
 
-    def batches(self) -> Iterator[list]:
-        """Lists of row tuples, until the result or the row limit ends; raises SqlError."""
+    def batches(self) -> Iterator[Any]:
+        """Lists of row tuples, until the result or the row limit ends; raises SqlError.
+        A native stream gives Arrow record batches or CSV chunks instead (``native``)."""
+        if self.native is not None:
+            yield from self._native_batches()
+            return
         batch = self._first if self._first is not None else self._fetch(FIRST_BATCH_ROWS)
         self._first = None
         size, sent = FIRST_BATCH_ROWS, 0
@@ -93,7 +103,27 @@ class TableStream:
             batch = self._fetch(size)
         self.complete = True
 
-    def _fetch(self, size: int) -> list:
+    def _native_batches(self) -> Iterator[Any]:
+        unit = self._first if self._first is not None else self._fetch(0)
+        self._first = None
+        sent = 0
+        while unit is not None:
+            if self._cursor.rows is not None:  # CSV: COPY stops at the row limit (LIMIT)
+                sent = max(self._cursor.rows(), 0)
+            else:
+                if self._max_rows and sent + unit.num_rows > self._max_rows:
+                    unit = unit.slice(0, self._max_rows - sent)
+                    self.truncated = True
+                sent += unit.num_rows
+            self.statement.rows_sent = sent
+            yield unit
+            if self.truncated:
+                return
+            self.statement.check()
+            unit = self._fetch(0)
+        self.complete = True
+
+    def _fetch(self, size: int) -> Any:
         try:
             return self._cursor.fetch(size)
         except SqlError:
@@ -132,10 +162,12 @@ def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
     try:
         check_on_use(source, conn)  # as the buffered path: the account of a late source
         statement.attach(source, conn)
-        opener = {"sqlite": _open_sqlite, "postgresql": _open_postgresql,
-                  "mysql": _open_mysql}[source.dialect]
-        stream = TableStream(source, conn, opener(conn, sql, bound, timeout_s), statement,
-                             timeout_s, max_rows)
+        if source.dialect == "postgresql":
+            cursor = _open_postgresql(conn, sql, bound, timeout_s, statement, max_rows)
+        else:
+            opener = _open_sqlite if source.dialect == "sqlite" else _open_mysql
+            cursor = opener(conn, sql, bound, timeout_s)
+        stream = TableStream(source, conn, cursor, statement, timeout_s, max_rows)
         stream.prefetch()
         return stream
     except BaseException as exc:
@@ -171,13 +203,26 @@ def _open_sqlite(conn: Any, sql: str, params: dict | None, timeout_s: float) -> 
     return Cursor([d[0] for d in cursor.description or ()], cursor.fetchmany, close)
 
 
-def _open_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float) -> Cursor:
+def _open_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
+                     statement: Statement, max_rows: int) -> Cursor:
     pg = conn.driver_connection
     cursor = None
     try:
         begin_postgresql(pg, timeout_s)
         cursor = pg.cursor(name=cursor_name(conn, 0))
-        cursor.execute(sql, params)
+        cursor.execute(sql, params)  # DECLARE: the result's columns, nothing read yet
+        description = cursor.description or ()
+        columns = [d.name for d in description]
+        types = [(d.type_code, d.precision, d.scale) for d in description]
+        fmt = statement.response_format
+        if fmt == "arrow" and native.arrow_eligible(types, params):
+            cursor.close()
+            pg.execute("ROLLBACK")  # the ADBC session reads; this one only waits
+            return _open_postgresql_arrow(conn, sql, columns, types, timeout_s, statement)
+        if fmt == "csv" and native.csv_eligible(types):
+            cursor.close()
+            return _open_postgresql_csv(conn, sql, params, columns, types, statement,
+                                        max_rows)
     except BaseException:
         if cursor is not None:
             _quietly(cursor.close)
@@ -192,9 +237,45 @@ def _open_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float)
             if not pg.closed:
                 _quietly(pg.execute, "ROLLBACK")
 
-    description = cursor.description or ()
-    return Cursor([d.name for d in description], cursor.fetchmany, close,
-                  [(d.type_code, d.precision, d.scale) for d in description])
+    return Cursor(columns, cursor.fetchmany, close, types)
+
+
+def _open_postgresql_arrow(conn: Any, sql: str, columns: list[str], types: list[Any],
+                           timeout_s: float, statement: Statement) -> Cursor:
+    """Arrow record batches read by ADBC in a READ ONLY session of its own."""
+    reader = native.ArrowReader(conn.driver_connection, sql, cursor_name(conn, 0), timeout_s)
+    # A cancel (and the cancel of another process) now goes to the ADBC session.
+    statement.reattach(reader.backend_id, reader.cancel)
+    return Cursor(columns, reader.fetch, reader.close, types,
+                  native="arrow")
+
+
+def _open_postgresql_csv(conn: Any, sql: str, params: dict | None, columns: list[str],
+                         types: list[Any], statement: Statement, max_rows: int) -> Cursor:
+    """CSV written by PostgreSQL (COPY … TO STDOUT) in the READ ONLY transaction."""
+    pg = conn.driver_connection
+    # The text of dates and floats as psycopg reads them in the row-by-row path.
+    pg.execute("SET LOCAL DateStyle = 'ISO'; SET LOCAL extra_float_digits = 1")
+    copy_cm = pg.cursor().copy(
+        native.copy_statement(sql, columns, types, cursor_name(conn, 0), max_rows), params)
+    copy = copy_cm.__enter__()
+    reader = native.CsvReader(copy)
+
+    def close(complete: bool) -> None:
+        try:
+            # Rows still coming: psycopg cancels the COPY and drains what is under way.
+            cut = None if complete else _Abandoned()
+            _quietly(copy_cm.__exit__, type(cut) if cut else None, cut, None)
+        finally:
+            if not pg.closed:
+                _quietly(pg.execute, "ROLLBACK")
+
+    return Cursor(columns, reader.fetch, close, types, native="csv",
+                  rows=lambda: reader.rows)
+
+
+class _Abandoned(Exception):
+    """A COPY left before its end (the client went away, an error, the row limit)."""
 
 
 def _open_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float) -> Cursor:

@@ -4,12 +4,13 @@ from .access import AuditRecord, ProjectMember, SourceGrant
 from .agent import Agent, AgentSkill
 from .auth import ApiToken, LoginFailure, User, UserSession
 from .console import ConsoleHistory, SavedQuery
-from .data_source import DataSourceRecord
+from .data_source import DatabaseName, DataSourceRecord
 from .ml_model import MLModel
 from .project import Project
 from .running_query import RunningQuery
 from .skill import Skill
 
 __all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "ConsoleHistory",
-           "DataSourceRecord", "LoginFailure", "MLModel", "Project", "ProjectMember",
+           "DatabaseName", "DataSourceRecord", "LoginFailure", "MLModel", "Project",
+           "ProjectMember",
            "RunningQuery", "SavedQuery", "Skill", "SourceGrant", "User", "UserSession"]

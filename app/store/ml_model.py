@@ -30,6 +30,13 @@ class MLModel(InProject, db.Model):
     # found by a stale heartbeat and marked error, never left "training" forever.
     trainer: Mapped[str | None] = mapped_column(String(255))
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # While it trains: {"phase": …, "rows_read": …}; what a describe shows of a running job.
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # How many times a trainer started this version: a Celery task redelivered after its
+    # worker died counts again, and past TRAINING_MAX_ATTEMPTS the version is marked error.
+    attempts: Mapped[int] = mapped_column(default=0, server_default="0")
+    # FINETUNE: the version whose training rows and options this one started from.
+    base_version: Mapped[int | None]
     description: Mapped[dict[str, Any] | None] = deferred(mapped_column(JSON))
     # The fitted pipeline (joblib bytes): in the store, so every worker on every host has it.
     artifact: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))

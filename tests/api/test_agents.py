@@ -59,14 +59,15 @@ def test_name_taken_is_409(client, p1):
     assert len(client.get("/api/projects/p1/agents").get_json()) == 1
 
 
-def test_unknown_skill_is_404_and_creates_nothing(client, p1):
-    assert_problem(create(client, name="a1", skills=["s1", "nope"]), 404, "nope")
+def test_unknown_skill_is_422_and_creates_nothing(client, p1):
+    # 422, not 404: the project exists; a skill the body names does not.
+    assert_problem(create(client, name="a1", skills=["s1", "nope"]), 422, "nope")
     assert client.get("/api/projects/p1/agents").get_json() == []
 
 
 def test_mindsdb_provider_needs_a_model_of_the_project(client, p1):
     assert_problem(create(client, name="a1", provider="mindsdb", model_name="m_none"),
-                   404, "m_none")
+                   422, "m_none")
     assert client.get("/api/projects/p1/agents").get_json() == []
     # Other providers name external models, which Quarry does not check.
     assert create(client, name="a1", provider="openai", model_name="m_none").status_code == 201
@@ -130,7 +131,7 @@ def test_put_skills_replace_add_and_remove(client, p1):
         "skills_to_remove": ["S3", "s1"]}})
     assert [s["name"] for s in removed.get_json()["skills"]] == ["s2"]
     assert_problem(client.put("/api/projects/p1/agents/a1",
-                              json={"agent": {"skills_to_add": ["nope"]}}), 404, "nope")
+                              json={"agent": {"skills_to_add": ["nope"]}}), 422, "nope")
     assert [s["name"] for s in client.get("/api/projects/p1/agents/a1").get_json()["skills"]] \
         == ["s2"]
 

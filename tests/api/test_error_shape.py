@@ -32,6 +32,13 @@ def test_conflict_409_and_not_found_404(client):
     assert_problem(client.get("/api/projects/p1/skills/zz"), 404, "zz", "p1")
 
 
+def test_unprocessable_422(client):
+    # The shape the document gives, content the service cannot act on.
+    body = assert_problem(client.post("/api/projects/mindsdb/models", json={"query": "SELECT 1"}),
+                          422, "create model")
+    assert body["title"] == "Invalid CREATE SQL statement"
+
+
 def test_payload_too_large_413(make_app):
     client = make_app(MAX_BODY_BYTES=100).test_client()
     assert_problem(client.post("/api/projects", json={"name": "x" * 200}), 413)

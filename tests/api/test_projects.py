@@ -59,9 +59,9 @@ def test_delete_empty_project(client):
     assert_problem(client.delete("/api/projects/p1"), 404, "p1")
 
 
-def test_delete_default_project_is_400(client):
-    assert_problem(client.delete("/api/projects/mindsdb"), 400, "mindsdb")
-    assert_problem(client.delete("/api/projects/MindsDB"), 400, "mindsdb")
+def test_delete_default_project_is_409(client):
+    assert_problem(client.delete("/api/projects/mindsdb"), 409, "mindsdb")
+    assert_problem(client.delete("/api/projects/MindsDB"), 409, "mindsdb")
     assert client.get("/api/projects/mindsdb").status_code == 200
 
 

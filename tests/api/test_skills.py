@@ -46,8 +46,10 @@ def test_sql_skill_on_a_data_source(client, p1):
     ({"database": "demo", "tables": [1]}, "tables"),
 ])
 def test_sql_skill_params_are_checked(client, p1, params, word):
+    # The body has the documented shape; what a sql skill's params must hold is checked
+    # after that: 422, not 400.
     body = {"skill": {"name": "q", "type": "sql", "params": params}}
-    assert_problem(client.post("/api/projects/p1/skills", json=body), 400, word)
+    assert_problem(client.post("/api/projects/p1/skills", json=body), 422, word)
     assert client.get("/api/projects/p1/skills").get_json() == []
 
 
@@ -131,9 +133,10 @@ def test_put_on_missing_skill_creates_it_with_the_path_name(client, p1):
     assert_problem(client.get("/api/projects/p1/skills/ignored"), 404)
 
 
-def test_put_on_missing_skill_with_incomplete_body_is_400(client, p1):
+def test_put_on_missing_skill_with_incomplete_body_is_422(client, p1):
+    # Valid as an update; only because there is no such skill to update is "type" missing.
     assert_problem(client.put("/api/projects/p1/skills/s4", json={"skill": {"params": {}}}),
-                   400, "type")
+                   422, "type")
     assert client.get("/api/projects/p1/skills").get_json() == []
 
 

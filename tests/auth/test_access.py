@@ -3,6 +3,7 @@ tokens, on SQLite and PostgreSQL stores."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 
@@ -140,42 +141,101 @@ def test_grants_in_sql(team):
     assert ["alice", "role", "", "member"] in rows and ["alice", "project", "pa", "owner"] in rows
 
 
+MISSING = f"nosuch_{PID}"
+VARYING = ("request_id", "instance", "query_id", "timestamp")  # differ on every request
+
+
+def _masked(answer, name: str) -> str:
+    """An answer with the name the caller typed taken out (and the ids of the request and
+    the statement, which differ per request)."""
+    if isinstance(answer, tuple):  # (status, body)
+        return _masked(list(answer[:-1]), name) + _masked(answer[-1], name)
+    if isinstance(answer, dict):
+        answer = {k: v for k, v in answer.items() if k not in VARYING}
+    return json.dumps(answer, sort_keys=True).replace(name, "<name>")
+
+
+def assert_same_as_missing(ask) -> dict:
+    """``ask(name)`` answers the same for SALES (not granted) as for a source that does not
+    exist, but for the name itself; the answer for SALES."""
+    forbidden, missing = ask(SALES), ask(MISSING)
+    assert _masked(forbidden, SALES) == _masked(missing, MISSING)
+    return forbidden
+
+
 def test_a_private_source_needs_a_grant_and_demo_is_public(team):
-    query = f"SELECT count(*) AS n FROM {SALES}.orders"
+    query = "SELECT count(*) AS n FROM {}.orders"
     assert team.sql("bob", "SELECT count(*) FROM demo.iris")["type"] == "table"
-    denied = team.sql("bob", query)
-    assert denied["type"] == "error" and denied["error_code"] == 24
-    assert SALES in denied["error_message"]
+    denied = assert_same_as_missing(lambda name: team.sql("bob", query.format(name)))
+    assert denied["type"] == "error" and denied["error_code"] == 5  # UNKNOWN_SOURCE
     # Only an admin grants on data sources.
     assert team.sql("alice", f"GRANT query ON DATABASE {SALES} TO bob")["error_code"] == 24
     assert team.sql("root", f"GRANT query ON DATABASE {SALES} TO bob")["type"] == "ok"
-    assert team.sql("bob", query)["data"] == [[40]]
+    assert team.sql("bob", query.format(SALES))["data"] == [[40]]
     assert team.sql("root", f"GRANT query ON DATABASE nosuch_{PID} TO bob")["error_code"] == 17
     assert team.sql("root", f"REVOKE query ON DATABASE {SALES} FROM bob")["type"] == "ok"
-    assert team.sql("bob", query)["error_code"] == 24
-    assert team.sql("root", query)["data"] == [[40]]
+    assert team.sql("bob", query.format(SALES))["error_code"] == 5
+    assert team.sql("root", query.format(SALES))["data"] == [[40]]
+
+
+def test_an_unqueryable_source_answers_as_a_missing_one_everywhere(team):
+    """SQL (qualified, as context, DESCRIBE), REST (/api/databases), the console's schema:
+    a source the caller may not query is indistinguishable from one that does not exist."""
+    h = team.h("bob")
+
+    def rest(path: str):
+        def ask(name: str):
+            response = team.client.get(path.format(name), headers=h)
+            return response.status_code, response.get_json()
+        return ask
+
+    for statement in ("SELECT * FROM {}.orders", "SHOW TABLES FROM {}",
+                      "DESCRIBE DATABASE {}", "SELECT * FROM {}.public.orders"):
+        assert_same_as_missing(lambda name, s=statement: team.sql("bob", s.format(name)))
+    assert_same_as_missing(lambda name: team.sql("bob", "SELECT * FROM orders",
+                                                 context={"db": name}))
+    assert rest("/api/databases/{}")(SALES)[0] == 404
+    assert_same_as_missing(rest("/api/databases/{}"))
+    assert_same_as_missing(rest("/api/databases/{}/tables"))
+    names = [d["name"] for d in team.client.get("/api/databases", headers=h).get_json()]
+    assert SALES not in names and "demo" in names
+    schema = team.client.get("/api/console/schema", headers=h).get_json()
+    assert SALES not in json.dumps(schema)
+    # Nothing lists it either: the unknown-source messages name only what bob may query.
+    answer = team.sql("bob", f"SELECT * FROM {MISSING}.orders")
+    assert SALES not in answer["error_message"] and "demo" in answer["error_message"]
 
 
 def test_models_predictions_and_skills_cannot_reach_an_ungranted_source(team):
     team.project("bob", "pb")
-    create = (f"CREATE MODEL pb.m FROM {SALES} (SELECT qty, amount FROM orders) "
+    create = ("CREATE MODEL pb.m FROM {} (SELECT qty, amount FROM orders) "
               "PREDICT amount")
-    answer = team.sql("bob", create)
-    assert answer["error_code"] == 24 and SALES in answer["error_message"]
-    rest = team.client.post("/api/projects/pb/models", json={"query": create},
-                            headers=team.h("bob"))
-    assert_problem(rest, 403, SALES)
-    skill = {"skill": {"name": "s", "type": "sql",
-                       "params": {"database": SALES, "tables": ["orders"]}}}
-    assert_problem(team.client.post("/api/projects/pb/skills", json=skill,
-                                    headers=team.h("bob")), 403, SALES)
+    answer = assert_same_as_missing(lambda name: team.sql("bob", create.format(name)))
+    assert answer["type"] == "error"
+    rest = assert_same_as_missing(lambda name: (lambda r: (r.status_code, r.get_json()))(
+        team.client.post("/api/projects/pb/models", json={"query": create.format(name)},
+                         headers=team.h("bob"))))
+    assert rest[0] == 422  # the body has the right shape; what it names cannot be used
+    # A training query naming the source inside (no FROM <source>): the same.
+    inner = "CREATE MODEL pb.m2 FROM mindsdb (SELECT qty, amount FROM {}.orders) PREDICT amount"
+    assert_same_as_missing(lambda name: team.sql("bob", inner.format(name)))
+
+    def skill(name: str):
+        body = {"skill": {"name": "s", "type": "sql",
+                          "params": {"database": name, "tables": ["orders"]}}}
+        response = team.client.post("/api/projects/pb/skills", json=body,
+                                    headers=team.h("bob"))
+        return response.status_code, response.get_json()
+
+    assert assert_same_as_missing(skill)[0] == 422
     # Trained by someone who may read the source, the model's JOIN still reads it as bob.
     team.sql("root", f"GRANT query ON DATABASE {SALES} TO bob")
-    trained = team.sql("bob", create + " USING join_learn_process = true")
+    trained = team.sql("bob", create.format(SALES) + " USING join_learn_process = true")
     assert trained["type"] == "table", trained
     team.sql("root", f"REVOKE query ON DATABASE {SALES} FROM bob")
-    join = f"SELECT t.qty, m.amount FROM {SALES}.orders AS t JOIN pb.m AS m LIMIT 3"
-    assert team.sql("bob", join)["error_code"] == 24
+    join = "SELECT t.qty, m.amount FROM {}.orders AS t JOIN pb.m AS m LIMIT 3"
+    joined = assert_same_as_missing(lambda name: team.sql("bob", join.format(name)))
+    assert joined["error_code"] == 5
     assert team.sql("bob", "SELECT amount FROM pb.m WHERE qty = 3")["type"] == "table"
 
 
@@ -222,7 +282,7 @@ def test_databases_created_at_run_time_are_admins_and_need_a_grant(team, session
     assert team.sql("alice", create)["error_code"] == 24  # only admins connect databases
     assert team.sql("root", create)["type"] == "ok", team.sql("root", "SHOW DATABASES")
     query = f"SELECT count(*) FROM {name}.t"
-    assert team.sql("alice", query)["error_code"] == 24
+    assert team.sql("alice", query)["error_code"] == 5  # as if it did not exist
     assert [name] not in team.sql("alice", "SHOW DATABASES")["data"]
     names = [d["name"] for d in team.client.get("/api/databases", headers=team.h("alice")).json]
     assert name not in names
@@ -236,6 +296,40 @@ def test_databases_created_at_run_time_are_admins_and_need_a_grant(team, session
     audit = team.client.get("/api/audit?kind=database", headers=team.h("root")).json
     assert [(r["action"], r["target"], r["user"]) for r in audit["records"]] == [
         ("create", name, "root")]
+
+
+def test_a_database_created_at_run_time_can_be_made_public(team, session_dir):
+    path = os.path.join(session_dir, f"public_{PID}.sqlite")
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+    conn.commit()
+    conn.close()
+    name = f"pub_{PID}"
+    body = {"database": {"name": name, "engine": "sqlite",
+                         "parameters": {"db_file": path, "public": True}}}
+    # Only an admin connects (and so publishes) a database.
+    assert_problem(team.client.post("/api/databases", json=body, headers=team.h("alice")),
+                   403)
+    created = team.client.post("/api/databases", json=body, headers=team.h("root"))
+    assert created.status_code == 201, created.get_json()
+    assert created.get_json()["public"] is True
+    assert "public" not in created.get_json()["connection_data"]
+    query = f"SELECT count(*) FROM {name}.t"
+    assert team.sql("alice", query)["data"] == [[0]]  # no grant needed
+    # Made private again (PUT), it needs a grant; in SQL, PARAMETERS carry the option too.
+    changed = team.client.put(f"/api/databases/{name}", json={"database": {"parameters": {
+        "db_file": path, "public": False}}}, headers=team.h("root"))
+    assert changed.status_code == 200 and changed.get_json()["public"] is False
+    assert team.sql("alice", query)["error_code"] == 5
+    sql_name = f"pubsql_{PID}"
+    made = team.sql("root", f"CREATE DATABASE {sql_name} WITH ENGINE = 'sqlite', PARAMETERS = "
+                            f"{{\"db_file\": \"{path}\", \"public\": true}}")
+    assert made["type"] == "ok", made
+    assert team.sql("bob", f"SELECT count(*) FROM {sql_name}.t")["data"] == [[0]]
+    bad = {"database": {"name": "pub_bad", "engine": "sqlite",
+                        "parameters": {"db_file": path, "public": "yes"}}}
+    assert_problem(team.client.post("/api/databases", json=bad, headers=team.h("root")),
+                   400, "public")
 
 
 def test_roles_and_narrowed_tokens_from_the_command_line(team):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 import threading
 import time
@@ -140,6 +141,40 @@ def test_two_slow_queries_do_not_freeze_the_api(server):
     for answer in answers:
         body = answer.json()
         assert body["type"] == "error" and "time limit" in body["error_message"], body
+
+
+def _raw_request(url: str, request: bytes) -> tuple[str, dict, bytes]:
+    """Send ``request`` as written on a new connection; (status line, headers, body)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    return status, {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines)}, body
+
+
+@pytest.mark.parametrize("request_bytes, status, words", [
+    (b"GET /api/projects/" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "line"),
+    (b"GET /api/status HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431,
+     "header"),
+    (b"GET /api/status HTTP/1.1\r\nHost: x\r\n" + b"".join(
+        b"X-H%d: v\r\n" % i for i in range(200)) + b"\r\n", 431, "headers"),
+    (b"G<T /api/status HTTP/1.1\r\nHost: x\r\n\r\n", 400, "method"),
+    (b"GET /api/status HTTP/9.9\r\nHost: x\r\n\r\n", 400, "version"),
+])
+def test_requests_gunicorn_refuses_get_a_problem_document_too(server, request_bytes, status,
+                                                               words):
+    """A request refused by gunicorn itself, before the app, is answered like the app's errors."""
+    status_line, headers, body = _raw_request(server["url"], request_bytes)
+    assert status_line.split()[1] == str(status), status_line
+    assert headers["content-type"] == "application/problem+json"
+    problem = json.loads(body)
+    assert problem["status"] == status and problem["title"]
+    assert words in problem["detail"].lower(), problem
+    assert b"<html" not in body
 
 
 def test_graceful_stop_lets_a_running_query_finish_then_logs_are_clean(server):

@@ -101,10 +101,11 @@ def test_readiness_answers_503_when_the_store_is_down(make_app, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
-def test_metrics_add_up_every_gunicorn_worker(store_url, tmp_path):
+def test_metrics_add_up_every_gunicorn_worker(store_url, tmp_path, session_dir):
     shared = tmp_path / "metrics"
     shared.mkdir()
     env = quarry_env(QUARRY_DATABASE_URL=store_url, QUARRY_INSTANCE_PATH=str(tmp_path),
+                     QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
                      QUARRY_WORKERS="3", QUARRY_THREADS="2", PROMETHEUS_MULTIPROC_DIR=str(shared))
     flask(env, "db", "upgrade")
     with serving(env, tmp_path / "logs") as server:

@@ -18,10 +18,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory):
+def url(tmp_path_factory, session_dir):
     """Quarry under gunicorn on a free port, with a migrated temporary SQLite store."""
     tmp = tmp_path_factory.mktemp("sdk")
     env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+                     QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
                      QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="1", QUARRY_THREADS="4")
     flask(env, "db", "upgrade")
     with serving(env, tmp) as server:
@@ -138,6 +139,34 @@ def test_models(url):
     assert project.models.list() == []
     with pytest.raises(RuntimeError, match="iris_m"):
         project.models.drop("iris_m")
+
+
+def test_model_versions(url):
+    # MindsDB's documented version script (sdks/python/manage-model-versions), unchanged.
+    project = mindsdb_sdk.connect(url).projects.create("sdk_p4")
+    model = project.models.create("vm", predict="species", query="SELECT * FROM iris",
+                                  database="demo", options={"join_learn_process": True})
+    model.retrain(options={"join_learn_process": True})
+    model.finetune(query="SELECT * FROM iris WHERE species = 'setosa'", database="demo",
+                   options={"join_learn_process": True, "active": False})
+    listed = model.list_versions()
+    assert [(v.version, v.data["status"], bool(v.data["active"])) for v in listed] == [
+        (1, "complete", False), (2, "complete", True), (3, "complete", False)]
+    assert all(v.data["accuracy"] > 0.5 for v in listed)
+
+    first = model.get_version(1)
+    assert first.version == 1
+    assert list(first.predict(pd.DataFrame([SETOSA])).species) == ["setosa"]
+    # (mindsdb_sdk 3.4.10 has no describe() of a version: ModelVersion.describe raises.)
+
+    model.set_active(3)
+    assert [v.version for v in model.list_versions() if v.data["active"]] == [3]
+    with pytest.raises(RuntimeError, match="(?i)active"):
+        project.drop_model_version("vm", 3)
+    project.drop_model_version("vm", 1)
+    assert [v.version for v in model.list_versions()] == [2, 3]
+    project.models.drop("vm")
+    assert project.models.list() == []
 
 
 def test_objects_quarry_does_not_have_say_so(url):

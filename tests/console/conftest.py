@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.chrome.service import Service
 
 from app import create_app
@@ -63,7 +65,7 @@ def _add_user_and_token(env: dict) -> str:
 
 
 @pytest.fixture(scope="session")
-def console_server(tmp_path_factory) -> Iterator[dict]:
+def console_server(tmp_path_factory, session_dir) -> Iterator[dict]:
     if reason := browser_missing():
         pytest.skip(reason)
     tmp = tmp_path_factory.mktemp("console")
@@ -71,8 +73,10 @@ def console_server(tmp_path_factory) -> Iterator[dict]:
     with pg_database("quarry_console") as pg_url:
         env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
                          QUARRY_INSTANCE_PATH=str(tmp), QUARRY_AUTH_REQUIRED="true",
+                         QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
                          QUARRY_SECRET_KEY=SECRET_KEY, QUARRY_WORKERS="2", QUARRY_THREADS="4",
                          QUARRY_SQL_TIMEOUT_S="30",
+                         QUARRY_ENCRYPTION_KEY=Fernet.generate_key().decode(),
                          QUARRY_DATA_SOURCES=json.dumps({"big": f"sqlite:///{tmp}/big.db",
                                                          "pg": pg_url}))
         flask(env, "db", "upgrade")
@@ -88,15 +92,15 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"report_{report.when}", report)
 
 
-@pytest.fixture
-def browser(console_server, request, tmp_path) -> Iterator:
+@pytest.fixture(scope="module")
+def chromium(console_server, tmp_path_factory) -> Iterator:
+    """One headless Chromium for a module's tests (each test starts signed out)."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1400,1000", "--no-first-run"):
         options.add_argument(arg)
-    downloads = tmp_path / "downloads"
-    downloads.mkdir()
+    downloads = tmp_path_factory.mktemp("downloads")
     options.add_experimental_option("prefs", {"download.default_directory": str(downloads),
                                               "download.prompt_for_download": False})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -105,13 +109,35 @@ def browser(console_server, request, tmp_path) -> Iterator:
     try:
         yield driver
     finally:
+        driver.quit()
+
+
+@pytest.fixture
+def browser(chromium, console_server, request) -> Iterator:
+    """The module's browser, signed out with empty storage; a screenshot if the test fails."""
+    chromium.get_log("browser")  # what earlier tests logged is theirs
+    try:
+        yield chromium
+    finally:
         report = getattr(request.node, "report_call", None)
         if report is not None and report.failed:
             FAILURE_SHOTS.mkdir(parents=True, exist_ok=True)
             shot = FAILURE_SHOTS / f"{request.node.name}.png"
-            driver.save_screenshot(str(shot))
+            chromium.save_screenshot(str(shot))
             print(f"screenshot of the failure: {shot}")
-        driver.quit()
+        _reset(chromium, console_server["url"])
+
+
+def _reset(driver, url: str) -> None:
+    try:
+        driver.switch_to.alert.dismiss()
+    except NoAlertPresentException:
+        pass
+    driver.get(url + "/console/static/LICENSES.txt")  # same origin, no script of the console
+    driver.execute_script("window.localStorage.clear()")
+    driver.delete_all_cookies()
+    for leftover in driver.downloads.iterdir():
+        leftover.unlink()
 
 
 def reference_shot(driver, name: str) -> None:

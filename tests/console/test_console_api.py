@@ -5,8 +5,11 @@ from __future__ import annotations
 import gzip
 
 import pytest
+from sqlalchemy import select
 
 from app.console import CONTENT_SECURITY_POLICY
+from app.extensions import db
+from app.store import AuditRecord
 from tests.console.conftest import browser_missing
 
 PASSWORD = "console api password"
@@ -61,42 +64,89 @@ def test_the_page_is_open_and_the_api_is_not(make_app):
 
 def test_a_cookie_signed_change_needs_the_csrf_header(signed_in):
     client, token = signed_in
-    entry = {"statement": "SELECT 1", "outcome": "table", "row_count": 1}
-    refused = client.post("/api/console/history", json=entry)
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert client.post("/api/sql/query", json={"query": "SELECT 1"}, headers=bearer
+                       ).status_code == 200
+    refused = client.delete("/api/console/history")
     assert refused.status_code == 403
     assert "X-Quarry-CSRF" in refused.get_json()["detail"]
-    assert client.get("/api/console/history").get_json() == []  # nothing was kept
-    # Reads need no header; Bearer callers need none either, with or without the cookie.
-    assert client.get("/api/console/history").status_code == 200
-    by_bearer = client.post("/api/console/history", json=entry,
-                            headers={"Authorization": f"Bearer {token}"})
-    assert by_bearer.status_code == 201
-    by_cookie = client.post("/api/console/history", json=entry, headers={"X-Quarry-CSRF": "1"})
-    assert by_cookie.status_code == 201
-    assert len(client.get("/api/console/history").get_json()) == 2
+    # Nothing was forgotten; reads need no header.
+    assert len(client.get("/api/console/history").get_json()) == 1
+    by_cookie = client.delete("/api/console/history", headers={"X-Quarry-CSRF": "1"})
+    assert by_cookie.status_code == 204
+    assert client.get("/api/console/history").get_json() == []
+    # Bearer callers need no header, with or without the cookie.
+    assert client.delete("/api/console/history", headers=bearer).status_code == 204
     # A wrong value is no header.
     assert client.post("/api/logout", headers={"X-Quarry-CSRF": "yes"}).status_code == 403
     assert client.post("/api/logout", headers={"X-Quarry-CSRF": "1"}).status_code == 200
 
 
-def test_history_is_per_user_searchable_and_checked(signed_in, make_app):
-    client, _ = signed_in
-    headers = {"X-Quarry-CSRF": "1"}
-    for statement, outcome in (("SELECT * FROM demo.iris", "table"),
-                               ("SELECT nope FROM demo.iris", "error"), ("SHOW DATABASES", "ok")):
-        assert client.post("/api/console/history", headers=headers, json={
-            "statement": statement, "outcome": outcome}).status_code == 201
+def _sql(client, query: str, token: str, **body) -> dict:
+    answer = client.post("/api/sql/query", json={"query": query, **body},
+                         headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200
+    return answer
+
+
+def test_the_server_keeps_every_clients_statements_per_user(signed_in):
+    client, token = signed_in
+    app = client.application
+    made = app.test_cli_runner().invoke(args=["users", "create", "bob"], input="bob pass word\n")
+    assert made.exit_code == 0, made.output
+    bob = app.test_client().post("/api/login", json={"username": "bob",
+                                                      "password": "bob pass word"}
+                                 ).get_json()["token"]
+    # Alice runs statements as a program would (Bearer, no console involved).
+    _sql(client, "SELECT * FROM demo.iris LIMIT 4", token)
+    _sql(client, "SELECT nope FROM demo.iris", token)
+    _sql(client, "SHOW DATABASES", token)
+    streamed = _sql(client, "SELECT species FROM demo.iris", token,
+                    response_format="jsonlines")
+    assert streamed.get_data().count(b"\n") >= 3
+    _sql(client, "SELECT 1 AS bobs", bob)
+    # The session cookie is alice's too: the console lists what her programs ran.
+    mine = client.get("/api/console/history").get_json()
+    assert [r["statement"] for r in mine] == [
+        "SELECT species FROM demo.iris", "SHOW DATABASES", "SELECT nope FROM demo.iris",
+        "SELECT * FROM demo.iris LIMIT 4"]
+    stream, show, bad, table = mine
+    assert (table["outcome"], table["row_count"], table["database"]) == ("table", 4, "demo")
+    assert table["duration_ms"] >= 0 and table["ran_at"].endswith("+00:00")
+    assert (bad["outcome"], bad["error_code"]) == ("error", 15)
+    assert "nope" in bad["error_message"]
+    assert show["outcome"] == "table"
+    assert (stream["outcome"], stream["row_count"]) == ("table", 150)
+    # Bob sees only his own.
+    bobs = client.get("/api/console/history", headers={"Authorization": f"Bearer {bob}"})
+    assert [r["statement"] for r in bobs.get_json()] == ["SELECT 1 AS bobs"]
+    # Searchable by statement or error text, any case; LIKE's wildcards are literal.
     found = client.get("/api/console/history?q=IRIS").get_json()
-    assert [r["statement"] for r in found] == ["SELECT nope FROM demo.iris",
-                                               "SELECT * FROM demo.iris"]
-    # LIKE's wildcards are literal in a search.
+    assert [r["statement"] for r in found] == ["SELECT species FROM demo.iris",
+                                               "SELECT nope FROM demo.iris",
+                                               "SELECT * FROM demo.iris LIMIT 4"]
     assert client.get("/api/console/history?q=%25").get_json() == []
-    bad = client.post("/api/console/history", headers=headers,
-                      json={"statement": "", "outcome": "done", "row_count": -1})
-    assert bad.status_code == 400
-    assert set(bad.get_json()["errors"]) == {"statement", "outcome", "row_count"}
-    assert client.delete("/api/console/history", headers=headers).status_code == 204
+    bad_args = client.get("/api/console/history?limit=0")
+    assert bad_args.status_code == 400 and "limit" in bad_args.get_json()["errors"]["query"]
+    # Clearing forgets alice's history only.
+    assert client.delete("/api/console/history", headers={"X-Quarry-CSRF": "1"}
+                         ).status_code == 204
     assert client.get("/api/console/history").get_json() == []
+    assert len(client.get("/api/console/history",
+                          headers={"Authorization": f"Bearer {bob}"}).get_json()) == 1
+
+
+def test_with_sign_in_off_one_anonymous_history_keeps_the_newest(client, monkeypatch):
+    monkeypatch.setattr("app.services.audit.HISTORY_KEEP", 3)
+    for n in range(5):
+        assert client.post("/api/sql/query", json={"query": f"SELECT {n} AS n"}
+                           ).get_json()["type"] == "table"
+    kept = client.get("/api/console/history").get_json()
+    assert [r["statement"] for r in kept] == ["SELECT 4 AS n", "SELECT 3 AS n", "SELECT 2 AS n"]
+    assert all(r["database"] == "mindsdb" and r["row_count"] == 1 for r in kept)
+    # The POST route of the first console is gone: the server records statements itself.
+    assert client.post("/api/console/history",
+                       json={"statement": "SELECT 1", "outcome": "ok"}).status_code == 405
 
 
 def test_saved_queries_per_project(client):
@@ -126,3 +176,56 @@ def test_the_schema_lists_tables_columns_and_models(client):
 def test_a_missing_browser_is_said_loudly(monkeypatch):
     monkeypatch.setattr("tests.console.conftest.CHROMIUM", "/nonexistent/chromium")
     assert "BROWSER TESTS SKIPPED" in browser_missing()
+
+
+def test_the_schema_lists_runtime_sources_the_caller_may_query(make_app):
+    app = make_app(AUTH_REQUIRED=True, SECRET_KEY="s" * 40)
+    runner = app.test_cli_runner()
+    for name, extra in (("root", ["--admin"]), ("bob", [])):
+        made = runner.invoke(args=["users", "create", name, *extra], input=PASSWORD + "\n")
+        assert made.exit_code == 0, made.output
+    client = app.test_client()
+
+    def bearer(user: str) -> dict[str, str]:
+        token = client.post("/api/login", json={"username": user, "password": PASSWORD}
+                            ).get_json()["token"]
+        return {"Authorization": f"Bearer {token}"}
+
+    root, bob = bearer("root"), bearer("bob")
+    made = client.post("/api/databases", headers=root, json={"database": {
+        "name": "console_pg", "engine": "postgres", "parameters": {
+            "host": "127.0.0.1", "port": 5432, "database": "test", "user": "postgres"}}})
+    assert made.status_code == 201
+    names = [s["name"] for s in client.get("/api/console/schema", headers=root
+                                           ).get_json()["data_sources"]]
+    assert "console_pg" in names and "demo" in names
+    one = client.get("/api/console/schema?database=console_pg", headers=root).get_json()
+    assert [(s["name"], s["dialect"]) for s in one["data_sources"]] == [
+        ("console_pg", "postgresql")]
+    missing = client.get("/api/console/schema?database=nope", headers=root)
+    assert missing.status_code == 404 and "nope" in missing.get_json()["detail"]
+    # A member without a grant on the new (private) source does not see its tables.
+    seen = client.get("/api/console/schema", headers=bob).get_json()["data_sources"]
+    assert "console_pg" not in [s["name"] for s in seen]
+    # ... nor the source itself: it answers as a missing one.
+    hidden = client.get("/api/console/schema?database=console_pg", headers=bob)
+    assert hidden.status_code == 404
+    assert hidden.get_json()["detail"] == missing.get_json()["detail"].replace("nope",
+                                                                               "console_pg")
+
+
+def test_a_long_context_db_is_kept_cut_and_the_audit_log_keeps_it_whole(signed_in):
+    client, token = signed_in
+    bearer = {"Authorization": f"Bearer {token}"}
+    long_name = "x" * 300
+    answer = client.post("/api/sql/query", headers=bearer, json={
+        "query": "SELECT * FROM nowhere_table", "context": {"db": long_name}})
+    assert answer.get_json()["type"] == "error"
+    (entry,) = client.get("/api/console/history", headers=bearer).get_json()
+    assert entry["database"] == long_name[:63] and entry["outcome"] == "error"
+    audit = client.application.extensions["quarry.audit_log"]
+    audit.flush()
+    with client.application.app_context():
+        statements = [r.statement for r in db.session.scalars(
+            select(AuditRecord).where(AuditRecord.kind == "sql"))]
+    assert statements == ["SELECT * FROM nowhere_table"]

@@ -64,8 +64,10 @@ def pg_db() -> Iterator[dict[str, Any]]:
 
 
 def _maria(database: str | None = None) -> pymysql.Connection:
+    # No TLS on the tests' own loopback connections: PyMySQL would otherwise build an SSL
+    # context (loading the system's CA certificates) for every connection, ~30x its cost.
     return pymysql.connect(host="127.0.0.1", port=3306, user="root", database=database,
-                           autocommit=True)
+                           autocommit=True, ssl_disabled=True)
 
 
 @pytest.fixture(scope="session")

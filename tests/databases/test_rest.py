@@ -146,7 +146,7 @@ def test_rotate_key_reencrypts_with_the_newest(other_app, db_client, maria_db):
 def test_without_a_key_a_password_is_refused(other_app, pg_db):
     client = other_app(ENCRYPTION_KEY=None).test_client()
     assert_problem(client.post("/api/databases", json=database_body("nokey", "postgres", pg_db)),
-                   400, "QUARRY_ENCRYPTION_KEY")
+                   422, "QUARRY_ENCRYPTION_KEY")
     assert "nokey" not in [n for n, _ in _names(client)]
     # Without a password (trust auth) nothing needs encrypting.
     no_password = {k: v for k, v in pg_db.items() if k != "password"}
@@ -174,7 +174,7 @@ def test_without_a_key_a_password_is_refused(other_app, pg_db):
 def test_bad_input_is_refused_naming_it(db_client, engine, params, words):
     before = db_client.get("/api/databases").get_json()
     response = db_client.post("/api/databases", json=database_body("bad_db", engine, params))
-    assert_problem(response, 400, *words)
+    assert_problem(response, 422, *words)  # the right shape; what it says cannot be done
     assert db_client.get("/api/databases").get_json() == before
 
 
@@ -182,11 +182,18 @@ def test_bad_input_is_refused_naming_it(db_client, engine, params, words):
     {}, {"database": {"engine": "postgres"}}, {"database": {"name": "x"}},
     {"database": {"name": "9lives", "engine": "sqlite"}},
     {"database": {"name": "x", "engine": "sqlite", "parameters": ["db_file"]}},
-    {"database": {"name": "information_schema", "engine": "sqlite", "parameters": {}}},
     {"database": {"name": "x", "engine": "sqlite", "parameters": {}}, "check_connection": "hm"},
 ])
 def test_malformed_bodies_are_400(db_client, body):
     assert_problem(db_client.post("/api/databases", json=body), 400)
+    assert [n for n, t in _names(db_client) if t == "data"] == ["demo"]
+
+
+def test_the_system_database_name_is_taken(db_client):
+    # The right shape (a name by the rule), but SQL's catalogue has the name: 409, not 400.
+    body = {"database": {"name": "information_schema", "engine": "sqlite", "parameters": {}}}
+    assert_problem(db_client.post("/api/databases", json=body), 409, "system database")
+    assert_problem(db_client.put("/api/databases/Information_Schema", json=body), 409)
     assert [n for n, t in _names(db_client) if t == "data"] == ["demo"]
 
 
@@ -204,7 +211,7 @@ def test_sqlite_files_only_under_the_roots(other_app, db_app, db_client, store_u
                                                      "QUARRY_SQLITE_ROOTS")):
         response = db_client.post("/api/databases",
                                   json=database_body("lite", "sqlite", {"db_file": path}))
-        assert_problem(response, 400, "db_file", why)
+        assert_problem(response, 422, "db_file", why)
     make_sqlite(os.path.join(instance, "ok.db"), rows=5)
     created = db_client.post("/api/databases",
                              json=database_body("lite", "sqlite", {"db_file": "ok.db"}))
@@ -221,7 +228,7 @@ def test_sqlite_files_only_under_the_roots(other_app, db_app, db_client, store_u
         app = other_app(SQLITE_ROOTS=f"{instance}{os.pathsep}{store_dir}")
         response = app.test_client().post("/api/databases", json=database_body(
             "store", "sqlite", {"db_file": store_url.removeprefix("sqlite:///")}))
-        assert_problem(response, 400, "db_file", "metadata store")
+        assert_problem(response, 422, "db_file", "metadata store")
 
 
 def test_one_name_space_with_projects(db_client, sql):
@@ -243,7 +250,7 @@ def test_one_name_space_with_projects(db_client, sql):
                  "PARAMETERS = {\"db_file\": \"demo_copy.db\"}")
     assert answer["type"] == "error" and "project" in answer["error_message"]
     assert db_client.get("/api/databases/proj1").get_json()["type"] == "project"
-    assert_problem(db_client.delete("/api/databases/proj1"), 400, "project")
+    assert_problem(db_client.delete("/api/databases/proj1"), 422, "project")
 
 
 def test_configured_sources_cannot_be_changed(db_client, sql):

@@ -12,10 +12,21 @@ SLOW_SELECT = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
 
 
 @pytest.mark.parametrize("body, words", [
-    ({"query": "SELECT 1"}, ["not a create model statement"]),
-    ({"query": "CREAT x"}, ["invalid"]),
     ({}, ["query"]),
     ({"query": 5}, ["query"]),
+    ({"query": " \n"}, ["query"]),
+])
+def test_create_model_bodies_not_of_the_documented_shape_are_400(p1, body, words):
+    response = p1.post("/api/projects/p1/models", json=body)
+    assert_problem(response, 400, *words)
+    assert p1.get("/api/projects/p1/models").get_json() == []
+
+
+# The body has the documented shape (a query string); what the statement says cannot be
+# done: 422, so that a client can tell it from a malformed request (400).
+@pytest.mark.parametrize("body, words", [
+    ({"query": "SELECT 1"}, ["not a create model statement"]),
+    ({"query": "CREAT x"}, ["invalid"]),
     ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
                "USING engine = 'nope_engine'"}, ["nope_engine", "sklearn"]),
     ({"query": "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
@@ -34,9 +45,9 @@ SLOW_SELECT = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
                "sepal_width"}, ["one column"]),
     ({"query": "CREATE MODEL p1.1m FROM demo (SELECT * FROM iris) PREDICT species"}, []),
 ])
-def test_bad_create_model_requests_are_400(p1, body, words):
+def test_create_model_statements_that_cannot_be_done_are_422(p1, body, words):
     response = p1.post("/api/projects/p1/models", json=body)
-    assert_problem(response, 400, *words)
+    assert_problem(response, 422, *words)
     assert p1.get("/api/projects/p1/models").get_json() == []
 
 
@@ -64,10 +75,10 @@ def test_name_taken_is_409_case_insensitively(p1):
     ("SELECT species FROM iris", "species", ["no usable input"]),
 ])
 def test_training_failures_end_in_error_with_the_reason(p1, select, predict, words):
-    # Joined: the POST answers 400 with the reason, and the record stays, in status error.
+    # Joined: the POST answers 422 with the reason, and the record stays, in status error.
     joined = create(p1, f"CREATE MODEL p1.joined FROM demo ({select}) PREDICT {predict} "
                         "USING join_learn_process = true")
-    assert_problem(joined, 400, *words)
+    assert_problem(joined, 422, *words)
     record = p1.get("/api/projects/p1/models/joined").get_json()
     assert record["status"] == "error" and record["accuracy"] is None
     for word in words:
@@ -92,7 +103,7 @@ def test_training_failures_end_in_error_with_the_reason(p1, select, predict, wor
 def test_row_sample_too_small_to_train(p1):
     response = create(p1, "CREATE MODEL p1.tiny FROM demo (SELECT * FROM iris) PREDICT species "
                           "USING max_rows = 5, join_learn_process = true")
-    assert_problem(response, 400, "too few rows", "5")
+    assert_problem(response, 422, "too few rows", "5")
 
 
 def test_training_row_cap(make_app):
@@ -100,7 +111,7 @@ def test_training_row_cap(make_app):
     client.post("/api/projects", json={"name": "p1"})
     response = create(client, "CREATE MODEL p1.big FROM demo (SELECT * FROM iris) "
                               "PREDICT species USING join_learn_process = true")
-    assert_problem(response, 400, "more than 100 rows")
+    assert_problem(response, 422, "more than 100 rows")
 
 
 def test_source_time_limit(make_app):
@@ -108,7 +119,7 @@ def test_source_time_limit(make_app):
     client.post("/api/projects", json={"name": "p1"})
     response = create(client, f"CREATE MODEL p1.slow FROM demo ({SLOW_SELECT}) PREDICT a "
                               "USING join_learn_process = true")
-    body = assert_problem(response, 400, "time limit")
+    body = assert_problem(response, 422, "time limit")
     assert "slow" in body["detail"]
     assert client.get("/api/projects/p1/models/slow").get_json()["status"] == "error"
 
@@ -119,7 +130,7 @@ def test_source_down(make_app):
     client.post("/api/projects", json={"name": "p1"})
     response = create(client, "CREATE MODEL p1.m FROM down (SELECT a, b FROM t) PREDICT b "
                               "USING join_learn_process = true")
-    assert_problem(response, 400, "down")
+    assert_problem(response, 422, "down")
     record = client.get("/api/projects/p1/models/m").get_json()
     assert record["status"] == "error" and "reading the training data failed" in \
         record["error"].lower()
@@ -159,12 +170,12 @@ def test_using_errors_name_each_field_on_rest_and_sql(p1):
     # One schema checks USING for both paths: the same fields, the same messages.
     query = ("CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species USING "
              "validation_fraction = '0.3', max_rows = 2.5, Colour = 'red', engine = SkLearn")
-    body = assert_problem(create(p1, query), 400, "using")
+    body = assert_problem(create(p1, query), 422, "using")
     assert body["errors"] == {
         "validation_fraction": ["Must be a number from 0.05 to 0.5."],
         "max_rows": ["Must be a positive integer."],
         "colour": ["Unknown key; accepted keys: engine, join_learn_process, problem, "
-                   "validation_fraction, max_rows, time_budget_s."]}
+                   "validation_fraction, max_rows, time_budget_s, active."]}
     answer = p1.post("/api/sql/query", json={"query": query}).get_json()
     assert answer["error_code"] == ErrorCode.INVALID_STATEMENT, answer
     for field, messages in body["errors"].items():

@@ -112,7 +112,14 @@ def test_describe_reports_cross_validated_score_on_demo_tables(p1, table, target
     assert info["folds"] == len(scores) == 5
     assert info["accuracies"][metric] == pytest.approx(np.mean(scores), abs=1e-4)
     assert info["accuracy_std"][metric] == pytest.approx(np.std(scores), abs=1e-4)
-    assert info["accuracy_interval"][metric] == [min(scores), max(scores)]
+    # A 90 % interval for one new fold-sized sample's score: mean +- t(0.95, 4) s sqrt(1.2),
+    # s at least the fold scores' standard deviation (n-1); never past the metric's top of 1.
+    low, high = info["accuracy_interval"][metric]
+    spread = info["evaluation"]["interval"]
+    assert spread["level"] == 0.9 and spread["s"] >= np.std(scores, ddof=1) - 1e-4
+    half = 2.1318 * spread["s"] * math.sqrt(1.2)
+    assert low == pytest.approx(info["accuracies"][metric] - half, abs=2e-4)
+    assert high == pytest.approx(min(1.0, info["accuracies"][metric] + half), abs=2e-4)
     # Every row measured the model (out of fold), and every row trained the stored one.
     assert info["evaluation"]["rows_scored"] == info["final_model_rows"] == rows
     assert "training_rows" not in info and "validation_rows" not in info
@@ -148,6 +155,12 @@ def test_confidence_is_calibrated_on_rows_the_model_never_saw(gen):
     # The labels are drawn at random, so confidences spread from 0.5 to 1: a real test.
     assert confidence.min() < 0.7 and confidence.max() > 0.9
     assert expected_calibration_error(confidence, correct) <= 0.07
+    # The reported interval holds the score on these rows, which training never saw.
+    low, high = info["accuracy_interval"]["balanced_accuracy_score"]
+    labels = np.array([r["label"] for r in held])
+    answered = np.array([a["label"] for a in answers.get_json()])
+    held_score = np.mean([np.mean(answered[labels == c] == c) for c in ("high", "low")])
+    assert low <= held_score <= high < 1.0
 
 
 def test_interval_covers_ninety_percent_of_new_truths(gen):
@@ -164,6 +177,11 @@ def test_interval_covers_ninety_percent_of_new_truths(gen):
     inside = [a["value_min"] <= r["value"] <= a["value_max"]
               for a, r in zip(answers.get_json(), held, strict=True)]
     assert 0.85 <= np.mean(inside) <= 0.95
+    truth = np.array([r["value"] for r in held])
+    guess = np.array([a["value"] for a in answers.get_json()])
+    held_r2 = 1 - np.sum((truth - guess) ** 2) / np.sum((truth - truth.mean()) ** 2)
+    low, high = info["accuracy_interval"]["r2_score"]
+    assert low <= held_r2 <= high
     explain = json.loads(answers.get_json()[0]["value_explain"])
     assert explain["confidence_lower_bound"] == answers.get_json()[0]["value_min"]
 
@@ -198,7 +216,7 @@ def test_dates_gaps_identifiers_and_rare_classes(gen):
 def test_time_budget_is_validated_on_rest_and_sql(p1, value, words):
     query = (f"CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
              f"USING time_budget_s = {value}")
-    body = assert_problem(create(p1, query), 400, "time_budget_s")
+    body = assert_problem(create(p1, query), 422, "time_budget_s")
     assert words in body["errors"]["time_budget_s"][0]
     answer = p1.post("/api/sql/query", json={"query": query}).get_json()
     assert answer["type"] == "error" and "time_budget_s" in answer["error_message"]

@@ -147,11 +147,13 @@ def _check_known_rows(p1):
 def _check_wrong_types(p1):
     response = p1.post("/api/projects/p1/models/iris_model/predict",
                        json={"data": [SETOSA, {**SETOSA, "petal_width": "wide"}]})
-    body = assert_problem(response, 400, "petal_width")
+    # Rows of the documented shape (objects) whose values the model cannot read: 422.
+    body = assert_problem(response, 422, "petal_width")
     assert "petal_width" in body["errors"]
     for bad in ({"petal_width": [1]}, {"petal_width": {"a": 1}}, {"petal_width": "2,5"}):
         assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
-                               json={"data": [bad]}), 400, "petal_width")
+                               json={"data": [bad]}), 422, "petal_width")
+    # Not rows at all: 400.
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict", json={"data": 3}),
                    400, "data")
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict", json={}), 400, "data")
@@ -161,10 +163,10 @@ def _check_wrong_types(p1):
     for bad in ("inf", "-Infinity", 10 ** 400):
         assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
                                json={"data": [{**SETOSA, "petal_width": bad}]}),
-                       400, "petal_width")
+                       422, "petal_width")
     extreme = {**SETOSA, "sepal_length": 1e308, "sepal_width": -1e308}
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
-                           json={"data": [extreme]}), 400, "too large")
+                           json={"data": [extreme]}), 422, "too large")
     # Numbers sent as text are read as numbers.
     ok = p1.post("/api/projects/p1/models/iris_model/predict",
                  json={"data": [{k: str(v) for k, v in VIRGINICA.items()}]})
@@ -217,7 +219,7 @@ def test_model_in_default_project_and_project_mismatch(client):
         response.get_json()["id"]
     assert client.post("/api/projects", json={"name": "p2"}).status_code == 201
     assert_problem(create(client, "CREATE MODEL mindsdb.m2 FROM demo (SELECT * FROM iris) "
-                                  "PREDICT species", project="p2"), 400, "mindsdb", "p2")
+                                  "PREDICT species", project="p2"), 422, "mindsdb", "p2")
 
 
 def test_training_query_without_data_source_names_it_in_its_tables(p1):
@@ -230,9 +232,9 @@ def test_training_query_without_data_source_names_it_in_its_tables(p1):
     assert record["data_source"] == "demo"
     assert record["fetch_data_query"] == "SELECT * FROM demo.iris WHERE 1 = 0"
     assert_problem(create(p1, "CREATE MODEL p1.m2 FROM (SELECT 1 AS a) PREDICT a"),
-                   400, "data source")
+                   422, "data source")
     assert_problem(create(p1, "CREATE MODEL p1.m2 FROM (SELECT * FROM iris) PREDICT a"),
-                   400, "iris")
+                   422, "iris")
     assert_problem(create(p1, "CREATE MODEL p1.m2 FROM (DELETE FROM demo.iris) PREDICT a"),
-                   400, "DELETE")
+                   422, "DELETE")
     assert [m["name"] for m in p1.get("/api/projects/p1/models").get_json()] == ["m1"]

@@ -21,21 +21,22 @@ from .conftest import PID, file_digest
 STRAY = f"quarry_evil_{PID}.db"  # a relative path: would land in the working directory
 TARGETS = {"file": "lite", "memory": None}
 
-# {folder}: the source file's folder.
+# {folder}: the source file's folder; {stray}: STRAY (a placeholder, so that the test ids
+# are the same in every process: pytest-xdist's workers must collect the same tests).
 ATTEMPTS = [
     # Other database files
     "ATTACH DATABASE '{folder}/evil.db' AS evil",
     "ATTACH '{folder}/evil2.db' AS e",
     "ATTACH 'file:{folder}/evil3.db?mode=rwc' AS e",
     "ATTACH 'file:{folder}/lite.db?mode=rw' AS rw",
-    f"ATTACH '{STRAY}' AS e",
+    "ATTACH '{stray}' AS e",
     "ATTACH ':memory:' AS m",
     "ATTACH '{folder}/evil4.db' AS e; CREATE TABLE e.t (a)",
     "DETACH DATABASE main",
     "VACUUM",
     "VACUUM INTO '{folder}/copy.db'",
     "VACUUM main INTO '{folder}/copy2.db'",
-    f"VACUUM INTO '{STRAY}'",
+    "VACUUM INTO '{stray}'",
     # Settings of the connection or the file
     "PRAGMA query_only = 0",
     "PRAGMA writable_schema = 1",
@@ -189,7 +190,7 @@ def test_escape_attempt_is_refused_and_changes_nothing(query, lite_source, targe
     db = TARGETS[target]
     before = fingerprint(lite_source)
 
-    body = query(statement.format(folder=lite_source["folder"]), db=db)
+    body = query(statement.format(folder=lite_source["folder"], stray=STRAY), db=db)
 
     assert body["type"] == "error", (statement, body)
     assert isinstance(body["error_code"], int) and body["error_message"]

@@ -115,7 +115,7 @@ def test_a_word_that_is_no_statement_is_named_by_the_read_only_refusal(query):
 def test_create_model_over_rest_reads_its_syntax_error_the_same_way(client):
     response = client.post("/api/projects/mindsdb/models", json={
         "query": "CREATE MODEL mindsdb.m\nFROM demo (SELECT * FROM iris)\nPREDICTT species"})
-    body = assert_problem(response, 400)
+    body = assert_problem(response, 422)  # a body of the right shape; its text is no statement
     assert "Syntax error at line 3, column 1 near 'PREDICTT'" in body["detail"], body
     assert "did you mean PREDICT?" in body["detail"]
     assert not any(internal in body["detail"] for internal in INTERNALS), body

@@ -93,7 +93,7 @@ def test_project_statements_match_rest(client):
     error(client, "DROP PROJECT nope", ErrorCode.NOT_FOUND, "Project not found: nope")
     ok(client, "DROP PROJECT IF EXISTS nope")
     error(client, "DROP DATABASE demo", ErrorCode.UNSUPPORTED, "demo", "data source")
-    error(client, "DROP PROJECT mindsdb", ErrorCode.INVALID_STATEMENT, "mindsdb")
+    error(client, "DROP PROJECT mindsdb", ErrorCode.CONFLICT, "mindsdb")
     assert rest_project_names(client) == ["mindsdb", "p1"]
 
     # Refused while it holds something, exactly as DELETE /api/projects/p1 is.

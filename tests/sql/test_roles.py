@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.services import auth as auth_service
 from app.sql.errors import ErrorCode
 
-from ..auth.conftest import SECRET_KEY, add_user, sign_in
+from ..auth.conftest import PASSWORD, SECRET_KEY, sign_in
 from ..conftest import PG_ADMIN_URL
 from .conftest import PID, SRC_DB, _pg_admin, mysql_connect
 
@@ -200,7 +201,8 @@ def test_status_shows_accounts_only_to_callers_who_signed_in(make_app, sources):
     client = app.test_client()
     anonymous = client.get("/api/status").get_json()
     assert anonymous["auth"]["signed_in"] is False and "data_sources" not in anonymous
-    add_user(app)
+    with app.app_context():  # an admin: a member sees only the sources it may query
+        auth_service.create_user("alice", PASSWORD, admin=True)
     assert sign_in(client).status_code == 200
     signed_in = client.get("/api/status").get_json()
     names = {s["name"]: s["role_check"] for s in signed_in["data_sources"]}

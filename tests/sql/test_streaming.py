@@ -119,10 +119,12 @@ def test_an_error_before_the_first_row_is_a_plain_error_object(post):
     assert [line["type"] for line in jsonl(response)] == ["error"]
 
 
-def test_the_stream_row_limit_cuts_and_says_so(sources, sqlite_template, tmp_path):
+def test_the_stream_row_limit_cuts_and_says_so(sources, sqlite_template, tmp_path,
+                                               session_dir):
     store = tmp_path / "store.db"
     shutil.copy(sqlite_template, store)
     app = create_app({"DATABASE_URL": f"sqlite:///{store}", "INSTANCE_PATH": str(tmp_path),
+                      "DEMO_PATH": f"{session_dir}/demo.db",
                       "TESTING": True, "DATA_SOURCES": {"pg": sources["pg"]},
                       "SQL_STREAM_MAX_ROWS": 2500, "SQL_MAX_ROWS": 10})
     try:
@@ -146,15 +148,18 @@ def test_the_stream_row_limit_cuts_and_says_so(sources, sqlite_template, tmp_pat
 
 def test_the_time_limit_covers_the_whole_stream(post):
     # Each row is quick; together they pass the 1 s limit. SQLite checks its deadline
-    # while it steps the statement, between the batches too.
+    # while it steps the statement, between the batches too. Without the limit the
+    # statement never ends: the error line (code 9, time limit) is the proof; the clock
+    # only guards against a limit that applied per batch, with room for a loaded machine.
     started = time.monotonic()
     slow_row = ("(WITH RECURSIVE d(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM d "
                 "WHERE j < 3000) SELECT count(*) FROM d)")
     response = post("WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) "
                     f"SELECT i, {slow_row} FROM c", "jsonlines", "lite", timeout_s=1)
     last = jsonl(response)[-1]
-    assert time.monotonic() - started < 5
-    assert last["type"] == "error" and last["error_code"] == 9
+    assert last["type"] == "error" and last["error_code"] == 9, last
+    assert "time limit" in last["error_message"]
+    assert time.monotonic() - started < 30
 
 
 # ------------------------------------------------------------------------------ CSV, Arrow

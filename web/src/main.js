@@ -48,15 +48,18 @@ function signInPage() {
 
 function shell(signedIn) {
   clear(root);
-  const views = { sql: sqlView(), history: historyView(), projects: projectsView(state), databases: databasesView(state) };
+  // Each view is built when first shown: the SQL view (the editor) comes first and alone.
+  const makers = { sql: sqlView, history: historyView, projects: () => projectsView(state), databases: () => databasesView(state) };
+  const views = {};
+  const view = (name) => (views[name] ||= makers[name]());
   const main = h('main', { class: 'content' });
   const nav = h('nav', { class: 'nav' });
   const show = (name) => {
     for (const button of nav.querySelectorAll('button[data-view]')) {
       button.classList.toggle('active', button.dataset.view === name);
     }
-    clear(main).append(views[name].el);
-    views[name].shown?.();
+    clear(main).append(view(name).el);
+    view(name).shown?.();
   };
   for (const [name, label] of [['sql', 'SQL'], ['history', 'History'], ['projects', 'Projects'], ['databases', 'Databases']]) {
     nav.append(h('button', { type: 'button', dataset: { view: name }, onclick: () => show(name) }, label));
@@ -68,8 +71,10 @@ function shell(signedIn) {
     }, 'Sign out'));
   }
   root.append(h('header', { class: 'top' }, h('span', { class: 'brand' }, 'Quarry'), nav), main);
-  state.runStatement = (text, db) => { show('sql'); views.sql.run(text, db); };
+  state.runStatement = (text, db) => { show('sql'); view('sql').run(text, db); };
   show('sql');
+  // The editor takes input from here on (bench/console.py reads this mark).
+  performance.mark('quarry:interactive');
   refreshSchema();
 }
 
@@ -172,15 +177,12 @@ function sqlView() {
     status.className = 'status running';
     status.textContent = 'Running…';
     const timer = setInterval(() => { elapsed.textContent = `${((performance.now() - started) / 1000).toFixed(1)} s`; }, 100);
-    const entry = { statement: text, database: db || null, outcome: 'error' };
     try {
       const answer = await post('/api/sql/query', { query: text, context: db ? { db } : {} },
         { signal: controller.signal });
       const ms = performance.now() - started;
-      entry.duration_ms = Math.round(ms);
       if (answer.type === 'error') {
         showError(answer.error_code, answer.error_message, text);
-        Object.assign(entry, { outcome: running.cancelled ? 'cancelled' : 'error', error_code: answer.error_code, error_message: answer.error_message });
       } else if (answer.type === 'table') {
         const t0 = performance.now();
         grid.show(answer.column_names, answer.data);
@@ -193,7 +195,6 @@ function sqlView() {
             ' Truncated: the answer stops at the row limit; export the whole result instead.') : null,
         );
         performance.measure?.('quarry:grid', { start: t0, duration: drawn });
-        Object.assign(entry, { outcome: 'table', row_count: answer.data.length });
         lastRun = { text, db };
         csvButton.disabled = jsonlButton.disabled = false;
         if (/^\s*(create|drop|alter|retrain)\b/i.test(text)) state.refreshSchema();
@@ -201,20 +202,17 @@ function sqlView() {
         grid.show([], []);
         status.className = 'status ok';
         status.textContent = `OK in ${ms.toFixed(0)} ms`;
-        entry.outcome = 'ok';
         state.refreshSchema();
       }
     } catch (error) {
       const problem = error instanceof ApiError ? error.problem : {};
       showError(problem.error_code || error.status || 'network', error.message, text);
-      entry.error_message = error.message;
     } finally {
       clearInterval(timer);
       elapsed.textContent = `${((performance.now() - started) / 1000).toFixed(1)} s`;
       running = null;
       runButton.disabled = false;
       stopButton.disabled = true;
-      post('/api/console/history', entry).catch(() => {});
     }
   }
 
@@ -234,9 +232,17 @@ function sqlView() {
     running.cancelled = true;
     stopButton.disabled = true;
     try {
-      const queries = await get('/api/sql/queries');
-      const mine = queries.filter((q) => Date.parse(q.started_at) >= since);
-      await Promise.all(mine.map((q) => del(`/api/sql/queries/${enc(q.query_id)}`).catch(() => null)));
+      // A statement is listed once its worker has registered it: under load that can come
+      // a moment after the click, so the list is asked again for a few seconds.
+      for (let tries = 0; running && tries < 20; tries += 1) {
+        const queries = await get('/api/sql/queries');
+        const mine = queries.filter((q) => Date.parse(q.started_at) >= since);
+        if (mine.length) {
+          await Promise.all(mine.map((q) => del(`/api/sql/queries/${enc(q.query_id)}`).catch(() => null)));
+          break;
+        }
+        await new Promise((resolve) => { setTimeout(resolve, 250); });
+      }
     } catch {
       running?.controller.abort();  // no cancel endpoint: at least stop waiting
     }
@@ -259,18 +265,28 @@ function sqlView() {
   csvButton.addEventListener('click', () => exportAs('csv'));
   jsonlButton.addEventListener('click', () => exportAs('jsonlines'));
 
-  saveButton.addEventListener('click', async () => {
-    const name = window.prompt('Save this statement as (name):');
-    if (!name) return;
-    const project = window.prompt('In project:', 'mindsdb');
-    if (!project) return;
-    try {
-      await post(`/api/console/projects/${enc(project)}/saved`, { name, statement: editor.statement(), database: dbSelect.value || null });
-      status.className = 'status ok';
-      status.textContent = `Saved as ${project}.${name}`;
-    } catch (error) {
-      showError(error.status, error.message, editor.statement());
-    }
+  // Save: a small form (name, project) that shows the API's errors beside its fields.
+  const saveHost = h('div', { class: 'save-host' });
+  el.insertBefore(saveHost, status);
+  saveButton.addEventListener('click', () => {
+    if (saveHost.firstChild) { clear(saveHost); return; }
+    const projects = state.schema.projects.map((p) => p.name);
+    const { form, inputs } = makeForm({
+      testid: 'save-form', submitLabel: 'Save query',
+      fields: [
+        { name: 'name', label: 'Name' },
+        { name: 'project', label: 'Project', kind: 'select', options: projects.length ? projects : ['mindsdb'] },
+      ],
+      onSubmit: async (values) => {
+        const statement = editor.statement().trim();
+        await post(`/api/console/projects/${enc(values.project)}/saved`, { name: values.name, statement, database: dbSelect.value || null });
+        clear(saveHost);
+        status.className = 'status ok';
+        status.textContent = `Saved as ${values.project}.${values.name}`;
+      },
+    });
+    clear(saveHost).append(form);
+    inputs.name.focus();
   });
 
   runButton.addEventListener('click', () => run());
@@ -294,34 +310,64 @@ function sqlView() {
 function historyView() {
   const search = h('input', { type: 'search', placeholder: 'Search statements and errors', 'data-testid': 'history-search' });
   const list = h('table', { class: 'table', 'data-testid': 'history' });
-  const savedProject = h('input', { type: 'text', value: 'mindsdb', 'data-testid': 'saved-project' });
+  const savedProject = h('select', { 'data-testid': 'saved-project' });
+  const savedSearch = h('input', { type: 'search', placeholder: 'Find a saved query by name or text', 'data-testid': 'saved-search' });
   const savedList = h('table', { class: 'table', 'data-testid': 'saved' });
-  const el = h('section', { class: 'history' }, h('h2', {}, 'History'), search, list,
-    h('h2', {}, 'Saved queries'), h('label', {}, 'Project ', savedProject), savedList);
+  const el = h('section', { class: 'history' }, h('h2', {}, 'History'),
+    h('p', { class: 'muted' }, 'Every statement you ran, from this page or any other client; kept by the server.'), search, list,
+    h('h2', {}, 'Saved queries'), h('div', { class: 'toolbar' }, h('label', {}, 'Project ', savedProject), savedSearch), savedList);
   let timer = null;
+  let saved = [];
 
-  async function load() {
+  async function loadHistory() {
     const rows = await get(`/api/console/history?q=${enc(search.value)}`);
     clear(list).append(h('tr', {}, ['Ran at', 'Statement', 'Database', 'Duration', 'Rows', 'Outcome', ''].map((t) => h('th', {}, t))));
     for (const r of rows) {
-      list.append(h('tr', {},
+      list.append(h('tr', { dataset: { id: r.id } },
         h('td', {}, new Date(r.ran_at).toLocaleString()),
         h('td', { class: 'mono' }, r.statement),
         h('td', {}, r.database || ''),
-        h('td', {}, r.duration_ms === null ? '' : `${r.duration_ms} ms`),
+        h('td', {}, r.duration_ms === null ? '' : `${Math.round(r.duration_ms)} ms`),
         h('td', {}, r.row_count ?? ''),
         h('td', { class: `outcome ${r.outcome}` }, r.outcome === 'error' ? `error ${r.error_code ?? ''}: ${r.error_message ?? ''}` : r.outcome),
-        h('td', {}, h('button', { type: 'button', onclick: () => state.runStatement(r.statement, r.database) }, 'Run again'))));
-    }
-    const saved = await get(`/api/console/projects/${enc(savedProject.value)}/saved`).catch(() => []);
-    clear(savedList).append(h('tr', {}, ['Name', 'Statement', 'Database', ''].map((t) => h('th', {}, t))));
-    for (const s of saved) {
-      savedList.append(h('tr', {}, h('td', {}, s.name), h('td', { class: 'mono' }, s.statement), h('td', {}, s.database || ''),
-        h('td', {}, h('button', { type: 'button', onclick: () => state.runStatement(s.statement, s.database) }, 'Run'))));
+        h('td', {}, h('button', { type: 'button', class: 'rerun', onclick: () => state.runStatement(r.statement, r.database) }, 'Run again'))));
     }
   }
-  search.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(load, 200); });
-  savedProject.addEventListener('change', load);
+
+  function drawSaved() {
+    const needle = savedSearch.value.trim().toLowerCase();
+    clear(savedList).append(h('tr', {}, ['Name', 'Statement', 'Database', 'Saved by', ''].map((t) => h('th', {}, t))));
+    for (const s of saved) {
+      if (needle && !s.name.toLowerCase().includes(needle) && !s.statement.toLowerCase().includes(needle)) continue;
+      savedList.append(h('tr', { dataset: { name: s.name } }, h('td', {}, s.name), h('td', { class: 'mono' }, s.statement), h('td', {}, s.database || ''),
+        h('td', {}, s.created_by || ''),
+        h('td', {}, h('button', { type: 'button', class: 'rerun', onclick: () => state.runStatement(s.statement, s.database) }, 'Run'),
+          h('button', {
+            type: 'button', class: 'danger',
+            onclick: async () => {
+              if (!window.confirm(`Delete saved query ${s.name}?`)) return;
+              await del(`/api/console/projects/${enc(savedProject.value)}/saved/${enc(s.name)}`);
+              loadSaved();
+            },
+          }, 'Delete'))));
+    }
+  }
+
+  async function loadSaved() {
+    saved = savedProject.value ? await get(`/api/console/projects/${enc(savedProject.value)}/saved`).catch(() => []) : [];
+    drawSaved();
+  }
+
+  async function load() {
+    const chosen = savedProject.value || 'mindsdb';
+    const projects = await get('/api/projects').catch(() => []);
+    clear(savedProject).append(...projects.map((p) => h('option', { value: p.name }, p.name)));
+    if (projects.some((p) => p.name === chosen)) savedProject.value = chosen;
+    await Promise.all([loadHistory(), loadSaved()]);
+  }
+  search.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(loadHistory, 200); });
+  savedSearch.addEventListener('input', drawSaved);
+  savedProject.addEventListener('change', loadSaved);
   return { el, shown: load };
 }
 

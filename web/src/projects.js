@@ -14,7 +14,7 @@ export function projectsView(state) {
   async function shown() {
     const projects = await get('/api/projects');
     const chosen = picker.value || (projects[0] && projects[0].name);
-    clear(picker).append(projects.map((p) => h('option', { value: p.name }, p.name)));
+    clear(picker).append(...projects.map((p) => h('option', { value: p.name }, p.name)));
     if (chosen) { picker.value = chosen; showProject(chosen); }
   }
 
@@ -62,7 +62,14 @@ export function projectsView(state) {
           h('td', {}, c.performance === null ? `failed: ${c.error ?? ''}` : cellText(c.performance)),
           h('td', {}, cellText(c.training_time)), h('td', {}, c.selected ? 'yes' : '')))));
     }
-    if (info.confusion_matrix) host.append(h('h5', {}, 'Confusion matrix'), confusion(info.confusion_matrix));
+    if (info.confusion_matrix) {
+      host.append(h('h5', {}, 'Confusion matrix'), confusionChart(info.confusion_matrix),
+        h('p', { class: 'muted' }, info.confusion_matrix.note ?? ''));
+    }
+    if (info.residuals) {
+      host.append(h('h5', {}, 'Residuals'), residualPlot(info.residuals),
+        h('p', { class: 'muted' }, info.residuals.note ?? ''));
+    }
     host.append(h('h5', {}, 'Predict'), predictForm(project, model, info.inputs || []));
   }
 
@@ -103,12 +110,83 @@ export function importanceChart(importances) {
   return chart;
 }
 
-function confusion(matrix) {
-  const labels = matrix.labels || [];
-  const rows = matrix.matrix || matrix.values || [];
-  return h('table', { class: 'table confusion', 'data-testid': 'confusion' },
-    h('tr', {}, h('th', {}, 'actual \\ predicted'), labels.map((l) => h('th', {}, l))),
-    rows.map((r, i) => h('tr', {}, h('th', {}, labels[i] ?? i), r.map((v, j) => h('td', { class: i === j ? 'diag' : '' }, v)))));
+// The confusion matrix as a heat map: a cell per (actual, predicted), its shade the share of
+// the actual class's rows, its count written in it.
+export function confusionChart(confusion) {
+  const labels = (confusion.labels || []).map((l) => cellText(l));
+  const rows = confusion.matrix || [];
+  const cell = labels.length > 12 ? 22 : 40;
+  const left = 140;
+  const top = 110;
+  const size = labels.length * cell;
+  const width = left + size + 90;  // room for the last label, written at 45°
+  const chart = svg('svg', { class: 'chart confusion', 'data-testid': 'confusion-matrix', width, height: top + size + 8,
+    viewBox: `0 0 ${width} ${top + size + 8}`, role: 'img', 'aria-label': 'Confusion matrix' });
+  chart.append(svg('text', { x: left + size / 2, y: 12, 'text-anchor': 'middle', class: 'chart-axis' }, 'predicted'),
+    svg('text', { x: 4, y: top - 6, class: 'chart-axis' }, 'actual'));
+  labels.forEach((label, i) => {
+    const x = left + i * cell + cell / 2;
+    chart.append(svg('text', { x, y: top - 6, transform: `rotate(-45 ${x} ${top - 6})`, class: 'chart-label' }, label),
+      svg('text', { x: left - 6, y: top + i * cell + cell / 2 + 4, 'text-anchor': 'end', class: 'chart-label' }, label));
+  });
+  rows.forEach((row, i) => {
+    const total = row.reduce((a, b) => a + b, 0) || 1;
+    row.forEach((count, j) => {
+      const x = left + j * cell;
+      const y = top + i * cell;
+      const share = count / total;
+      chart.append(svg('rect', { x, y, width: cell - 1, height: cell - 1, class: i === j ? 'cm-cell diag' : 'cm-cell', 'fill-opacity': (0.08 + 0.92 * share).toFixed(3) },
+        svg('title', {}, `actual ${labels[i]}, predicted ${labels[j]}: ${count}`)));
+      if (cell >= 30) {
+        chart.append(svg('text', { x: x + cell / 2, y: y + cell / 2 + 4, 'text-anchor': 'middle', class: share > 0.5 ? 'cm-count dark' : 'cm-count' }, count));
+      }
+    });
+  });
+  return chart;
+}
+
+// The residual plot: a point per scored row at (predicted, actual − predicted), the zero line.
+export function residualPlot(residuals) {
+  const xs = residuals.predicted || [];
+  const ys = residuals.residual || [];
+  const width = 560;
+  const height = 300;
+  const pad = { left: 60, right: 12, top: 10, bottom: 36 };
+  const span = (values) => {
+    let lo = Math.min(...values);
+    let hi = Math.max(...values);
+    if (!Number.isFinite(lo)) { lo = -1; hi = 1; }
+    if (lo === hi) { lo -= 1; hi += 1; }
+    return [lo, hi];
+  };
+  const [x0, x1] = span(xs);
+  const bound = Math.max(...ys.map(Math.abs), 1e-9);
+  const sx = (v) => pad.left + ((v - x0) / (x1 - x0)) * (width - pad.left - pad.right);
+  const sy = (v) => pad.top + ((bound - v) / (2 * bound)) * (height - pad.top - pad.bottom);
+  const chart = svg('svg', { class: 'chart residuals', 'data-testid': 'residual-plot', width, height,
+    viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': 'Residuals against predictions' });
+  const bottom = height - pad.bottom;
+  chart.append(
+    svg('line', { x1: pad.left, x2: pad.left, y1: pad.top, y2: bottom, class: 'chart-axis-line' }),
+    svg('line', { x1: pad.left, x2: width - pad.right, y1: bottom, y2: bottom, class: 'chart-axis-line' }),
+    svg('line', { x1: pad.left, x2: width - pad.right, y1: sy(0), y2: sy(0), class: 'chart-zero' }),
+    svg('text', { x: pad.left - 4, y: pad.top + 10, 'text-anchor': 'end', class: 'chart-value' }, `+${fmt(bound)}`),
+    svg('text', { x: pad.left - 4, y: sy(0) + 4, 'text-anchor': 'end', class: 'chart-value' }, '0'),
+    svg('text', { x: pad.left - 4, y: bottom, 'text-anchor': 'end', class: 'chart-value' }, `−${fmt(bound)}`),
+    svg('text', { x: pad.left, y: bottom + 14, class: 'chart-value' }, fmt(x0)),
+    svg('text', { x: width - pad.right, y: bottom + 14, 'text-anchor': 'end', class: 'chart-value' }, fmt(x1)),
+    svg('text', { x: (width + pad.left) / 2, y: height - 4, 'text-anchor': 'middle', class: 'chart-axis' }, 'predicted'),
+    svg('text', { x: 12, y: (pad.top + bottom) / 2, transform: `rotate(-90 12 ${(pad.top + bottom) / 2})`, 'text-anchor': 'middle', class: 'chart-axis' }, 'actual − predicted'),
+  );
+  xs.forEach((x, i) => {
+    chart.append(svg('circle', { cx: sx(x).toFixed(1), cy: sy(ys[i]).toFixed(1), r: 2.5, class: 'chart-point' },
+      svg('title', {}, `predicted ${x}, residual ${ys[i]}`)));
+  });
+  return chart;
+}
+
+function fmt(value) {
+  return Math.abs(value) >= 1000 || (Math.abs(value) < 0.01 && value !== 0) ? value.toExponential(2) : Number(value.toPrecision(3)).toString();
 }
 
 // --- skills and agents: one table-and-form component for both ---------------------------
@@ -127,12 +205,12 @@ const skillSpec = {
 
 const agentSpec = {
   kind: 'agent', path: 'agents',
-  columns: (a) => [a.name, a.model_name ?? '', (a.skills || []).join(', '), JSON.stringify(a.params)],
+  columns: (a) => [a.name, a.model_name ?? '', skillNames(a).join(', '), JSON.stringify(a.params)],
   headings: ['Name', 'Model', 'Skills', 'Params'],
   fields: (a) => [
     { name: 'name', label: 'Name', value: a?.name },
     { name: 'model_name', label: 'Model', value: a?.model_name ?? '' },
-    { name: 'skills', label: 'Skills (comma separated)', value: (a?.skills || []).join(', ') },
+    { name: 'skills', label: 'Skills (comma separated)', value: skillNames(a).join(', ') },
     { name: 'params', label: 'Params (JSON object)', kind: 'textarea', value: a ? JSON.stringify(a.params, null, 1) : '{}' },
   ],
   body: (v, old) => ({ agent: {
@@ -141,6 +219,11 @@ const agentSpec = {
     params: jsonField(v.params, 'params', old && JSON.stringify(old.params, null, 1)),
   } }),
 };
+
+// An agent's skills come back as skill objects; the form and the table show their names.
+function skillNames(agent) {
+  return ((agent && agent.skills) || []).map((s) => (typeof s === 'string' ? s : s.name));
+}
 
 // A JSON text field; unchanged text is not sent back (its secrets are masked, and sending
 // the mask would overwrite them).

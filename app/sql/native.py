@@ -1,0 +1,301 @@
+"""PostgreSQL streams read without Python rows: Arrow through ADBC, CSV through COPY.
+
+The row-by-row path (``stream.py``) turns every value into a Python object and back, which
+caps a stream near the driver's fetch rate. For the two formats whose bytes PostgreSQL (or
+Arrow's C++ driver) can produce directly, a stream of the usual column types skips that:
+
+- ``arrow``: ADBC's PostgreSQL driver (Apache Arrow's) reads the result with ``COPY …
+  (FORMAT binary)`` into Arrow record batches, in C++. It opens its own session, made with
+  the pooled connection's own parameters, whose every transaction is READ ONLY
+  (``default_transaction_read_only``) and whose statements keep the time limit
+  (``statement_timeout``): the whole stream is one statement.
+- ``csv``: ``COPY (SELECT …) TO STDOUT (FORMAT csv, HEADER)`` on the pooled connection,
+  inside the same READ ONLY transaction as every statement. Each column is written by
+  PostgreSQL as the row-by-row CSV writes the Python value (``formats.csv_stream``):
+  ``true``/``false``, ISO timestamps, Python's float notation, NULL and '' alike; the lines
+  end in CRLF (RFC 4180). One difference remains: for a few doubles past 1e16 PostgreSQL
+  writes 17 digits where Python writes 16; both read back as the same double.
+
+Both run the statement the gate let through, unchanged, as a subquery. Columns of other
+types (intervals, JSON, arrays, …) and statements with parameters (Arrow) keep the
+row-by-row path, so every answer has the same values whichever path made it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import adbc_driver_postgresql.dbapi as adbc_pg
+import pyarrow as pa
+from psycopg.conninfo import make_conninfo
+
+from .errors import ErrorCode, SqlError
+
+# PostgreSQL type OIDs.
+_BOOL, _BYTEA, _NAME, _INT8, _INT2, _INT4, _TEXT = 16, 17, 19, 20, 21, 23, 25
+_FLOAT4, _FLOAT8, _BPCHAR, _VARCHAR, _DATE, _TIME = 700, 701, 1042, 1043, 1082, 1083
+_TIMESTAMP, _TIMESTAMPTZ, _NUMERIC, _UUID = 1114, 1184, 1700, 2950
+
+# Types ADBC reads into the same Arrow type as the row-by-row path (numeric: as text,
+# cast here to the column's decimal).
+ARROW_TYPES = frozenset({_BOOL, _BYTEA, _NAME, _INT8, _INT2, _INT4, _TEXT, _FLOAT4, _FLOAT8,
+                         _BPCHAR, _VARCHAR, _DATE, _TIME, _TIMESTAMP, _TIMESTAMPTZ})
+# Types whose CSV text PostgreSQL can write as the row-by-row path does. Not float4: its
+# text read back as a double by PostgreSQL is not always the double Python reads.
+CSV_TYPES = frozenset({_BOOL, _NAME, _INT8, _INT2, _INT4, _TEXT, _FLOAT8, _BPCHAR,
+                       _VARCHAR, _DATE, _TIMESTAMP, _TIMESTAMPTZ, _NUMERIC, _UUID})
+_TEXTUAL = frozenset({_NAME, _TEXT, _BPCHAR, _VARCHAR})
+
+# About this many bytes per Arrow record batch (ADBC's default is 16 MB): a batch is built,
+# written and dropped before the next, so this bounds the stream's memory.
+ARROW_BATCH_BYTES = 4 * 1024 * 1024
+# CSV chunks handed to the HTTP server: PostgreSQL sends one message per row.
+CSV_CHUNK_BYTES = 1024 * 1024
+
+
+class NativeError(Exception):
+    """A failure reported by ADBC, with PostgreSQL's SQLSTATE when it can be told."""
+
+    def __init__(self, sqlstate: str | None, message: str) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+_MESSAGE_STATES = (("canceling statement due to", "57014"),
+                   ("in a read-only transaction", "25006"),
+                   ("permission denied", "42501"))
+
+
+def native_error(exc: BaseException) -> NativeError:
+    """ADBC's error as PostgreSQL's: its SQLSTATE, and the server's message alone. Errors
+    raised while batches are read come as pyarrow's OSError, with the message only."""
+    text = str(exc)
+    sqlstate = getattr(exc, "sqlstate", None)
+    message = text.split("ERROR:", 1)[1] if "ERROR:" in text else text
+    message = message.split("\nQuery was:", 1)[0].split(". SQLSTATE:", 1)[0].strip()
+    message = message.splitlines()[0].strip() if message else type(exc).__name__
+    if not sqlstate:
+        sqlstate = next((state for needle, state in _MESSAGE_STATES if needle in message),
+                        None)
+    return NativeError(sqlstate, message)
+
+
+def arrow_eligible(types: list[Any], params: Any) -> bool:
+    """Whether ADBC can read this result: no parameters, every column of a known type
+    (numeric only with a precision Arrow's decimal can hold)."""
+    if params:
+        return False
+    for code, precision, _scale in types:
+        if code == _NUMERIC:
+            if not (precision and 0 < precision <= 38):
+                return False
+        elif code not in ARROW_TYPES:
+            return False
+    return bool(types)
+
+
+def csv_eligible(types: list[Any]) -> bool:
+    return bool(types) and all(spec[0] in CSV_TYPES for spec in types)
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --------------------------------------------------------------------------------- Arrow
+
+
+class ArrowReader:
+    """An ADBC session running one statement; ``fetch()`` gives its next record batch."""
+
+    def __init__(self, pg: Any, sql: str, marker: str, timeout_s: float) -> None:
+        params = pg.info.get_parameters()
+        if pg.info.password:
+            params["password"] = pg.info.password
+        ms = max(1, int(timeout_s * 1000))
+        options = " ".join(filter(None, [
+            params.pop("options", ""), "-c default_transaction_read_only=on",
+            f"-c statement_timeout={ms}", "-c standard_conforming_strings=on"]))
+        self._lock = threading.Lock()
+        self._closed = False
+        self._cursor: Any = None
+        self._reader: Any = None
+        try:
+            self._conn = adbc_pg.connect(make_conninfo("", **params, options=options),
+                                         autocommit=False)
+        except Exception as exc:
+            error = native_error(exc)
+            error.sqlstate = error.sqlstate or "08006"  # no session: the source is down
+            raise error from None
+        try:
+            self._cursor = self._conn.cursor()
+            self._cursor.execute("SELECT pg_backend_pid()")
+            self.backend_id = str(self._cursor.fetchone()[0])
+            self._cursor.adbc_statement.set_options(
+                **{"adbc.postgresql.batch_size_hint_bytes": str(ARROW_BATCH_BYTES)})
+            # The query id in the text: another process finds the session by it.
+            self._marker = f"/* {marker} */\n{sql}\n"
+        except Exception as exc:
+            self.close(False)
+            raise native_error(exc) from None
+
+    def start(self) -> None:
+        try:
+            self._cursor.execute(self._marker)
+            self._reader = self._cursor.fetch_record_batch()
+        except Exception as exc:
+            raise native_error(exc) from None
+
+    def cancel(self) -> None:
+        with self._lock:
+            if not self._closed and self._cursor is not None:
+                self._cursor.adbc_cancel()
+
+    def fetch(self, _size: int = 0) -> pa.RecordBatch | None:
+        if self._reader is None:
+            self.start()
+        try:
+            return self._reader.read_next_batch()
+        except StopIteration:
+            return None
+        except Exception as exc:
+            raise native_error(exc) from None
+
+    def close(self, complete: bool = True) -> None:
+        if not complete and self._reader is not None:
+            try:  # rows still coming: stop the COPY rather than read it to its end
+                self.cancel()
+            except Exception:  # noqa: BLE001, S110 - it may have just ended
+                pass
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for step in (getattr(self._reader, "close", None),
+                     getattr(self._cursor, "close", None), self._conn.rollback,
+                     self._conn.close):
+            if step is not None:
+                try:
+                    step()
+                except Exception:  # noqa: BLE001, S110 - closing a session that may be gone
+                    pass
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch with the stream's declared types (numeric arrives as its text)."""
+    if batch.schema.equals(schema):
+        return batch
+    columns = []
+    for column, field in zip(batch.columns, schema, strict=True):
+        if isinstance(column.type, pa.ExtensionType):
+            column = column.storage
+        if column.type != field.type:
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowException, ValueError) as exc:
+                raise SqlError(ErrorCode.QUERY_FAILED,
+                               f"Column '{field.name}' has a value that is not {field.type} "
+                               f"({exc}); CAST the column in the statement to one type"
+                               ) from None
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+# ----------------------------------------------------------------------------------- CSV
+
+
+def _float_text(col: str) -> str:
+    """PostgreSQL's float text made Python's (``repr``): 'nan', 'inf', '1.0', and fixed
+    notation up to 1e16 (PostgreSQL switches to an exponent at 1e15). Both write the
+    shortest digits that read back to the same double (``extra_float_digits`` 1)."""
+    x = col
+    t = f"{x}::text"
+    return (f"CASE WHEN {x} = 'NaN'::float8 THEN 'nan' "
+            f"WHEN {x} = 'Infinity'::float8 THEN 'inf' "
+            f"WHEN {x} = '-Infinity'::float8 THEN '-inf' "
+            f"WHEN abs({x}) >= 1e15 AND abs({x}) < 1e16 THEN "
+            f"  CASE WHEN ({t})::numeric::text LIKE '%.%' THEN ({t})::numeric::text "
+            f"  ELSE ({t})::numeric::text || '.0' END "
+            f"WHEN {t} ~ '^-?[0-9]+$' THEN {t} || '.0' "
+            f"ELSE {t} END")
+
+
+def _timestamp_text(col: str, zoned: bool) -> str:
+    """datetime.isoformat(): 'T', microseconds only when there are some, '+HH:MM'. Values
+    Python cannot hold (infinity, BC, after 9999) keep PostgreSQL's text, as psycopg
+    hands them over."""
+    zone = f" || to_char({col}, 'TZH:TZM')" if zoned else ""
+    return (f"CASE WHEN extract(year FROM {col}) BETWEEN 1 AND 9999 THEN "
+            f"to_char({col}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || "
+            f"CASE WHEN extract(microseconds FROM {col})::bigint % 1000000 = 0 THEN '' "
+            f"ELSE to_char({col}, '.US') END{zone} ELSE {col}::text END")
+
+
+def _csv_expression(col: str, code: int, single: bool) -> str:
+    if code == _FLOAT8:
+        expr = _float_text(col)
+    elif code == _BOOL:
+        expr = f"CASE WHEN {col} THEN 'true' WHEN NOT {col} THEN 'false' END"
+    elif code in (_TIMESTAMP, _TIMESTAMPTZ):
+        expr = _timestamp_text(col, code == _TIMESTAMPTZ)
+    elif code in _TEXTUAL and not single:
+        # Python's csv module writes NULL and '' alike: unquoted nothing.
+        return f"NULLIF({col}, '')"
+    else:
+        expr = col
+    if single:
+        # ... and a row of one empty field as "" (PostgreSQL would write an empty line).
+        return f"COALESCE(({expr})::text, '')"
+    return expr
+
+
+def copy_statement(sql: str, columns: list[str], types: list[Any], alias: str,
+                   max_rows: int) -> str:
+    """The COPY that writes ``sql``'s rows as the row-by-row CSV would."""
+    single = len(columns) == 1
+    names = [f"c{i}" for i in range(len(columns))]
+    select = ", ".join(f"{_csv_expression(n, spec[0], single)} AS {quote_ident(col)}"
+                       for n, spec, col in zip(names, types, columns, strict=True))
+    limit = f" LIMIT {int(max_rows)}" if max_rows else ""
+    # The statement on lines of its own: a trailing -- comment cannot reach the wrapper.
+    return (f"COPY (SELECT {select} FROM (\n{sql}\n) AS {quote_ident(alias)}"
+            f"({', '.join(names)}){limit}) TO STDOUT (FORMAT csv, HEADER)")
+
+
+class CsvReader:
+    """Chunks of RFC 4180 CSV from a COPY in progress; counts the rows it passes on."""
+
+    def __init__(self, copy: Any) -> None:
+        self._copy = copy
+        self._inside = False  # within a quoted field at the end of the last chunk
+        self.rows = -1        # the header line is not a row
+
+    def fetch(self, _size: int = 0) -> bytes | None:
+        parts, size = [], 0
+        read = self._copy.read
+        while size < CSV_CHUNK_BYTES:
+            data = read()
+            if not data:
+                break
+            parts.append(bytes(data))
+            size += len(data)
+        if not parts:
+            return None
+        return self._crlf(b"".join(parts))
+
+    def _crlf(self, data: bytes) -> bytes:
+        """PostgreSQL ends a line with LF; RFC 4180 with CRLF. A line break inside a quoted
+        field is data and stays as it is (as Python's csv module writes it)."""
+        if b'"' not in data and not self._inside:
+            self.rows += data.count(b"\n")
+            return data.replace(b"\n", b"\r\n")
+        pieces = data.split(b'"')  # "" inside a field toggles twice: parity still holds
+        for i in range(1 if self._inside else 0, len(pieces), 2):
+            if b"\n" in pieces[i]:
+                self.rows += pieces[i].count(b"\n")
+                pieces[i] = pieces[i].replace(b"\n", b"\r\n")
+        if len(pieces) % 2 == 0:
+            self._inside = not self._inside
+        return b'"'.join(pieces)
+
