@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import select
 import time
 from typing import Any
 
@@ -115,8 +116,9 @@ def _store_engine_options(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 # A store connection that sat in the pool longer than this is pinged before it is handed
-# out; one used within the last second is trusted (a store restarted in that second costs
-# one failed request, after which the pool holds only new connections).
+# out. One used within the last second costs no round trip: it is handed out unless its
+# socket already has input waiting, which an idle connection never has unless the server
+# ended it (a terminated backend sends its FATAL message and closes the socket).
 STORE_PING_IDLE_S = 1.0
 
 
@@ -136,13 +138,25 @@ def _tune_store_engine(engine: Engine) -> None:
         cursor.close()
 
 
+def _socket_has_input(dbapi_connection) -> bool:
+    """Whether the idle connection's socket is readable (or gone): a poll, no round trip."""
+    try:
+        fileno = dbapi_connection.fileno()
+    except Exception:  # noqa: BLE001 - closed, or a driver without one: treat as suspect
+        return True
+    poller = select.poll()
+    poller.register(fileno, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
+
+
 def _ping_when_idle(engine: Engine) -> None:
-    """SQLAlchemy's pessimistic disconnect handling, for idle connections only.
+    """SQLAlchemy's pessimistic disconnect handling, without a round trip per request.
 
     ``pool_pre_ping`` pings on every checkout: on a busy host that round trip (and waiting
     for the store's process to be scheduled for it) was a large part of a signed-in
     request's cost. A connection back in the pool within the last second is handed out as
-    it is; an older one is pinged, and a dead one replaced (DisconnectionError makes the
+    it is unless the server has already written to (or closed) its socket; an older one, or
+    one with input waiting, is pinged, and a dead one replaced (DisconnectionError makes the
     pool connect again).
     """
 
@@ -154,8 +168,11 @@ def _ping_when_idle(engine: Engine) -> None:
     @event.listens_for(engine, "checkout")
     def _checkout(dbapi_connection, record, _proxy):
         since = record.info.get("quarry_idle_since")
-        if since is None or time.monotonic() - since < STORE_PING_IDLE_S:
-            return  # a new connection, or one used a moment ago
+        if since is None:
+            return  # a new connection
+        if time.monotonic() - since < STORE_PING_IDLE_S and not _socket_has_input(
+                dbapi_connection):
+            return  # used a moment ago, and the server has said nothing since
         try:
             alive = engine.dialect.do_ping(dbapi_connection)
         except Exception:  # noqa: BLE001 - any failure: the connection is not usable
