@@ -9,7 +9,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from ..errors import shown
 from ..ml import PROBLEMS
 from ..services.models import ATTRIBUTES
-from .common import InputSchema, JsonObject, OneOf, StrictFloat
+from .common import InputSchema, JsonObject, JsonObjects, StrictFloat
 
 # The describe attributes, any letter case (the service lowers them), as one regular
 # expression the OpenAPI document can state: ^(?:[Ii][Nn][Ff][Oo]|…)$.
@@ -111,10 +111,9 @@ class ActivateIn(InputSchema):
 class PredictIn(InputSchema):
     # One row object, or a list of row objects. Whether the values fit the model's columns
     # is the model's to say (422 naming the column).
-    data = OneOf(JsonObject(), fields.List(JsonObject(), required=True), required=True,
-                 message="Must be an object or a list of objects.", metadata={"example": [
-                     {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4,
-                      "petal_width": 0.2}]})
+    data = JsonObjects(required=True, message="Must be an object or a list of objects.",
+                       metadata={"example": [{"sepal_length": 5.1, "sepal_width": 3.5,
+                                              "petal_length": 1.4, "petal_width": 0.2}]})
     # Accepted for MindsDB clients, which send it; no sklearn prediction option uses it.
     params = JsonObject(load_default=dict, allow_none=True)
 

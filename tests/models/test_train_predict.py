@@ -157,8 +157,16 @@ def _check_wrong_types(p1):
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict", json={"data": 3}),
                    400, "data")
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict", json={}), 400, "data")
+    # The list is checked in one pass (JsonObjects): any item that is not an object, first
+    # or last, still refuses the whole body with the same message.
+    for bad in ([1, 2], [SETOSA, "x"], [SETOSA, [SETOSA]], [None], "rows", None, True):
+        body = assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
+                                      json={"data": bad}), 400, "data")
+        assert list(body["errors"]) == ["data"], (bad, body)
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
-                           json={"data": [1, 2]}), 400, "data")
+                           json={"data": [SETOSA], "extra": 1}), 400, "extra")
+    empty = p1.post("/api/projects/p1/models/iris_model/predict", json={"data": []})
+    assert empty.status_code == 200 and empty.get_json() == []
     # Infinite and overflowing numbers were a 500 (scikit-learn refuses infinities).
     for bad in ("inf", "-Infinity", 10 ** 400):
         assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
