@@ -45,3 +45,11 @@ class SqlError(Exception):
 
     def __repr__(self) -> str:
         return f"SqlError({self.code}, {self.message!r})"
+
+
+class NativeError(Exception):
+    """A failure reported by ADBC, with PostgreSQL's SQLSTATE when it can be told."""
+
+    def __init__(self, sqlstate: str | None, message: str) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate

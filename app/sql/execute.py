@@ -22,9 +22,8 @@ from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
-from .errors import ErrorCode, SqlError
+from .errors import ErrorCode, NativeError, SqlError
 from .gate import gate
-from .native import NativeError
 from .roles import check_on_use
 from .running import Statement, cursor_name, mysql_marked
 from .sources import DataSource, SourceRegistry, current_sources

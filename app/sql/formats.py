@@ -33,7 +33,6 @@ import pyarrow.compute as pc
 
 from .encode import _dumps_stdlib, _orjson_default, iso_duration
 from .errors import ErrorCode, SqlError
-from .native import conform
 from .stream import TableStream
 
 log = logging.getLogger(__name__)
@@ -417,7 +416,9 @@ def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[byte
 
 def _native_arrow(stream: TableStream, first: Any, batches: Iterator[Any],
                   metadata: dict[str, str], sink: io.BytesIO) -> Iterator[bytes]:
-    """Every column's type is declared (``native.arrow_eligible``)."""
+    """Every column's type is declared (``pgtypes.arrow_eligible``)."""
+    from .native import conform  # loaded already: these batches came from native.py
+
     schema = pa.schema([pa.field(n, _declared_type(stream.dialect, spec))
                         for n, spec in zip(stream.columns, stream.types, strict=True)],
                        metadata=metadata)

@@ -19,6 +19,10 @@ Arrow's C++ driver) can produce directly, a stream of the usual column types ski
 Both run the statement the gate let through, unchanged, as a subquery. Columns of other
 types (intervals, JSON, arrays, …) and statements with parameters (Arrow) keep the
 row-by-row path, so every answer has the same values whichever path made it.
+
+This module loads ADBC (and its driver library): it is imported by the stream that uses it,
+not at start-up, so a server process that never streams Arrow or CSV from PostgreSQL does
+not carry it. Which results may take these paths is ``pgtypes.py``'s to say.
 """
 
 from __future__ import annotations
@@ -30,36 +34,14 @@ import adbc_driver_postgresql.dbapi as adbc_pg
 import pyarrow as pa
 from psycopg.conninfo import make_conninfo
 
-from .errors import ErrorCode, SqlError
-
-# PostgreSQL type OIDs.
-_BOOL, _BYTEA, _NAME, _INT8, _INT2, _INT4, _TEXT = 16, 17, 19, 20, 21, 23, 25
-_FLOAT4, _FLOAT8, _BPCHAR, _VARCHAR, _DATE, _TIME = 700, 701, 1042, 1043, 1082, 1083
-_TIMESTAMP, _TIMESTAMPTZ, _NUMERIC, _UUID = 1114, 1184, 1700, 2950
-
-# Types ADBC reads into the same Arrow type as the row-by-row path (numeric: as text,
-# cast here to the column's decimal).
-ARROW_TYPES = frozenset({_BOOL, _BYTEA, _NAME, _INT8, _INT2, _INT4, _TEXT, _FLOAT4, _FLOAT8,
-                         _BPCHAR, _VARCHAR, _DATE, _TIME, _TIMESTAMP, _TIMESTAMPTZ})
-# Types whose CSV text PostgreSQL can write as the row-by-row path does. Not float4: its
-# text read back as a double by PostgreSQL is not always the double Python reads.
-CSV_TYPES = frozenset({_BOOL, _NAME, _INT8, _INT2, _INT4, _TEXT, _FLOAT8, _BPCHAR,
-                       _VARCHAR, _DATE, _TIMESTAMP, _TIMESTAMPTZ, _NUMERIC, _UUID})
-_TEXTUAL = frozenset({_NAME, _TEXT, _BPCHAR, _VARCHAR})
+from .errors import ErrorCode, NativeError, SqlError
+from .pgtypes import BOOL, FLOAT8, TEXTUAL, TIMESTAMP, TIMESTAMPTZ
 
 # About this many bytes per Arrow record batch (ADBC's default is 16 MB): a batch is built,
 # written and dropped before the next, so this bounds the stream's memory.
 ARROW_BATCH_BYTES = 4 * 1024 * 1024
 # CSV chunks handed to the HTTP server: PostgreSQL sends one message per row.
 CSV_CHUNK_BYTES = 1024 * 1024
-
-
-class NativeError(Exception):
-    """A failure reported by ADBC, with PostgreSQL's SQLSTATE when it can be told."""
-
-    def __init__(self, sqlstate: str | None, message: str) -> None:
-        super().__init__(message)
-        self.sqlstate = sqlstate
 
 
 _MESSAGE_STATES = (("canceling statement due to", "57014"),
@@ -79,24 +61,6 @@ def native_error(exc: BaseException) -> NativeError:
         sqlstate = next((state for needle, state in _MESSAGE_STATES if needle in message),
                         None)
     return NativeError(sqlstate, message)
-
-
-def arrow_eligible(types: list[Any], params: Any) -> bool:
-    """Whether ADBC can read this result: no parameters, every column of a known type
-    (numeric only with a precision Arrow's decimal can hold)."""
-    if params:
-        return False
-    for code, precision, _scale in types:
-        if code == _NUMERIC:
-            if not (precision and 0 < precision <= 38):
-                return False
-        elif code not in ARROW_TYPES:
-            return False
-    return bool(types)
-
-
-def csv_eligible(types: list[Any]) -> bool:
-    return bool(types) and all(spec[0] in CSV_TYPES for spec in types)
 
 
 def quote_ident(name: str) -> str:
@@ -233,13 +197,13 @@ def _timestamp_text(col: str, zoned: bool) -> str:
 
 
 def _csv_expression(col: str, code: int, single: bool) -> str:
-    if code == _FLOAT8:
+    if code == FLOAT8:
         expr = _float_text(col)
-    elif code == _BOOL:
+    elif code == BOOL:
         expr = f"CASE WHEN {col} THEN 'true' WHEN NOT {col} THEN 'false' END"
-    elif code in (_TIMESTAMP, _TIMESTAMPTZ):
-        expr = _timestamp_text(col, code == _TIMESTAMPTZ)
-    elif code in _TEXTUAL and not single:
+    elif code in (TIMESTAMP, TIMESTAMPTZ):
+        expr = _timestamp_text(col, code == TIMESTAMPTZ)
+    elif code in TEXTUAL and not single:
         # Python's csv module writes NULL and '' alike: unquoted nothing.
         return f"NULLIF({col}, '')"
     else:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import native
+from . import pgtypes
 from .errors import SqlError
 from .execute import (
     _abandon,
@@ -215,11 +215,11 @@ def _open_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
         columns = [d.name for d in description]
         types = [(d.type_code, d.precision, d.scale) for d in description]
         fmt = statement.response_format
-        if fmt == "arrow" and native.arrow_eligible(types, params):
+        if fmt == "arrow" and pgtypes.arrow_eligible(types, params):
             cursor.close()
             pg.execute("ROLLBACK")  # the ADBC session reads; this one only waits
             return _open_postgresql_arrow(conn, sql, columns, types, timeout_s, statement)
-        if fmt == "csv" and native.csv_eligible(types):
+        if fmt == "csv" and pgtypes.csv_eligible(types):
             cursor.close()
             return _open_postgresql_csv(conn, sql, params, columns, types, statement,
                                         max_rows)
@@ -243,6 +243,8 @@ def _open_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
 def _open_postgresql_arrow(conn: Any, sql: str, columns: list[str], types: list[Any],
                            timeout_s: float, statement: Statement) -> Cursor:
     """Arrow record batches read by ADBC in a READ ONLY session of its own."""
+    from . import native  # ADBC loads with the first native stream (native.py says why)
+
     reader = native.ArrowReader(conn.driver_connection, sql, cursor_name(conn, 0), timeout_s)
     # A cancel (and the cancel of another process) now goes to the ADBC session.
     statement.reattach(reader.backend_id, reader.cancel)
@@ -253,6 +255,8 @@ def _open_postgresql_arrow(conn: Any, sql: str, columns: list[str], types: list[
 def _open_postgresql_csv(conn: Any, sql: str, params: dict | None, columns: list[str],
                          types: list[Any], statement: Statement, max_rows: int) -> Cursor:
     """CSV written by PostgreSQL (COPY … TO STDOUT) in the READ ONLY transaction."""
+    from . import native  # as for Arrow: loaded by the first native stream
+
     pg = conn.driver_connection
     # The text of dates and floats as psycopg reads them in the row-by-row path.
     pg.execute("SET LOCAL DateStyle = 'ISO'; SET LOCAL extra_float_digits = 1")
