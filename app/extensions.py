@@ -5,8 +5,11 @@ The lowest floor with ``config`` and ``errors``: nothing here imports the rest o
 """
 
 import logging
+import os
+from typing import Any
 
-from flask_migrate import Migrate
+import click
+from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
@@ -30,7 +33,61 @@ class Base(DeclarativeBase):
 # Objects stay readable after a commit: a service reads the id of what it just wrote, and
 # reloading it could meet a row another request deleted in between.
 db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
-migrate = Migrate()
+
+MIGRATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              "migrations")
+
+
+def init_migrations(app: Flask) -> None:
+    """Flask-Migrate for ``app``, imported when first used.
+
+    ``flask db …`` and Flask-Migrate's functions (``upgrade()`` in an app context) work as
+    with a ``Migrate`` bound in the factory, but a server process never imports
+    Flask-Migrate and Alembic (about 10 MiB in the gunicorn master, whose pages every
+    worker maps): the ``db`` command group and ``app.extensions["migrate"]`` stand in for
+    Flask-Migrate's own until one of them is used.
+    """
+    app.extensions["migrate"] = _MigrateConfigOnUse(app)
+    app.cli.add_command(_DbCommandsOnUse(app), name="db")
+
+
+def _migrate(app: Flask) -> Any:
+    """Bind Flask-Migrate to ``app`` (once); its config, as ``app.extensions["migrate"]``."""
+    config = app.extensions.get("migrate")
+    if isinstance(config, _MigrateConfigOnUse):
+        from flask_migrate import Migrate
+
+        # Replaces both stand-ins: the extension entry and the ``db`` command group.
+        Migrate(app, db, directory=MIGRATIONS_DIR)
+        config = app.extensions["migrate"]
+    return config
+
+
+class _MigrateConfigOnUse:
+    """``app.extensions["migrate"]`` until Flask-Migrate is loaded: reading any attribute
+    (Flask-Migrate's commands and migrations/env.py read ``directory``, ``migrate``, ``db``,
+    ``configure_args``) loads it and answers from its config."""
+
+    def __init__(self, app: Flask) -> None:
+        self._app = app
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_migrate(self._app), name)
+
+
+class _DbCommandsOnUse(click.Group):
+    """The ``flask db`` group until Flask-Migrate is loaded: when it is run (``flask db …``,
+    ``flask db --help``), Flask-Migrate's own group parses the arguments and runs."""
+
+    def __init__(self, app: Flask) -> None:
+        super().__init__(name="db", help="Perform database migrations.")
+        self._app = app
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        _migrate(self._app)
+        group = self._app.cli.commands["db"]
+        return group.make_context(info_name, args, parent=parent, **extra)
 
 
 def release_session(_error: BaseException | None = None) -> None:
