@@ -3,13 +3,18 @@
 Several keys may be given, newest first: tokens are written with the first and read with
 any, so a new key can be put in front, ``flask databases rotate-key`` run, and the old key
 removed afterwards.
+
+The cryptography package is imported when a credential is first encrypted or decrypted, not
+at start-up: a server that never opens a stored data source (most of them: predictions, SQL
+on configured sources) does not map it. Callers catch this module's ``InvalidToken``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from flask import Flask, current_app
 
 EXTENSION_KEY = "quarry.keyring"
@@ -17,22 +22,54 @@ EXTENSION_KEY = "quarry.keyring"
 __all__ = ["InvalidToken", "Keyring", "current_keyring", "init_keyring"]
 
 
+class InvalidToken(Exception):  # noqa: N818 - the name cryptography gives the same failure
+    """No key of the keyring opens the token (or it is not a token)."""
+
+
 class Keyring:
     """Encrypts with the newest key, decrypts with any of them."""
 
     def __init__(self, keys: list[str]) -> None:
-        self._fernet = MultiFernet([Fernet(k.encode("ascii")) for k in keys])
+        self._keys = list(keys)
+        self._multi: Any = None
+
+    def _fernet(self) -> Any:
+        if self._multi is None:  # two threads may both build it: the same keys, no harm
+            from cryptography.fernet import Fernet, MultiFernet
+
+            self._multi = MultiFernet([Fernet(k.encode("ascii")) for k in self._keys])
+        return self._multi
 
     def encrypt(self, text: str) -> str:
-        return self._fernet.encrypt(text.encode("utf-8")).decode("ascii")
+        return self._fernet().encrypt(text.encode("utf-8")).decode("ascii")
 
     def decrypt(self, token: str) -> str:
         """The text of ``token``; InvalidToken when no key opens it."""
-        return self._fernet.decrypt(token.encode("ascii")).decode("utf-8")
+        fernet = self._fernet()
+        from cryptography.fernet import InvalidToken as FernetInvalidToken
+
+        try:
+            return fernet.decrypt(token.encode("ascii")).decode("utf-8")
+        except FernetInvalidToken:
+            raise InvalidToken("no key opens this token") from None
 
     def rotate(self, token: str) -> str:
-        """``token`` encrypted again with the newest key."""
-        return self._fernet.rotate(token.encode("ascii")).decode("ascii")
+        """``token`` encrypted again with the newest key; InvalidToken when no key opens it."""
+        fernet = self._fernet()
+        from cryptography.fernet import InvalidToken as FernetInvalidToken
+
+        try:
+            return fernet.rotate(token.encode("ascii")).decode("ascii")
+        except FernetInvalidToken:
+            raise InvalidToken("no key opens this token") from None
+
+
+def _is_fernet_key(key: str) -> bool:
+    """Fernet's own test of a key (32 bytes in url-safe base64), without importing it."""
+    try:
+        return len(base64.urlsafe_b64decode(key.encode("ascii"))) == 32
+    except (ValueError, UnicodeEncodeError, binascii.Error):
+        return False
 
 
 def keyring_from(setting: Any) -> Keyring | None:
@@ -41,12 +78,10 @@ def keyring_from(setting: Any) -> Keyring | None:
     if not keys:
         return None
     for position, key in enumerate(keys, 1):
-        try:
-            Fernet(key.encode("ascii"))
-        except (ValueError, UnicodeEncodeError):
+        if not _is_fernet_key(key):
             raise RuntimeError(f"QUARRY_ENCRYPTION_KEY: key {position} is not a Fernet key "
                                "(32 bytes, url-safe base64); make one with Fernet."
-                               "generate_key()") from None
+                               "generate_key()")
     return Keyring(keys)
 
 
