@@ -20,7 +20,7 @@ from .cli import register_cli
 from .config import VERSION, load_settings
 from .console import register_console
 from .errors import register_error_handlers
-from .extensions import db, migrate, release_session
+from .extensions import db, init_migrations, release_session
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
@@ -31,7 +31,6 @@ from .services.queries import init_queries
 from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
-from .tasks import init_celery
 from .telemetry import init_metrics
 
 __version__ = VERSION
@@ -80,8 +79,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_metrics(app)
     registry = init_sources(app)  # data sources (and the demo file) for the SQL endpoint
     init_databases(app, registry)  # ... and those created at run time, kept in the store
-    migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "..",
-                                                     "migrations"))
+    init_migrations(app)
     openapi.init_app(app)
     with app.app_context():
         _tune_store_engine(db.engine)
@@ -90,7 +88,13 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_ops(app)
     init_auth(app)
     init_trainer(app)
-    init_celery(app)
+    if settings["CELERY_BROKER_URL"]:
+        # Only with a broker: the services then queue trainings there. Without one, Celery
+        # (~5 MiB in every server process) is loaded only by a Celery worker, through
+        # ``wsgi.celery``.
+        from .tasks import init_celery
+
+        init_celery(app)
     init_queries(app)
     init_audit(app)
     check_store(app)

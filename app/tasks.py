@@ -22,6 +22,12 @@ from .services.training import run_queued
 log = logging.getLogger(__name__)
 
 
+def celery_for(app: Flask) -> Celery:
+    """The Celery app bound to ``app``, made on first call when ``create_app`` made none
+    (no broker configured): what ``celery -A wsgi:celery`` runs."""
+    return app.extensions.get("quarry.celery_app") or init_celery(app)
+
+
 def init_celery(app: Flask) -> Celery:
     """The Celery app bound to ``app`` (kept on ``app.extensions["quarry.celery"]`` when a
     broker is configured, so the services enqueue there)."""
