@@ -46,6 +46,11 @@ LAZY_IMPORTS = {
     # CRUD never pays their ~150 MiB.
     ("app.ml", "app.ml.training"): "loads scikit-learn on first training",
     ("app.ml", "app.ml.prediction"): "loads scikit-learn on first prediction",
+    # ADBC (and its C++ driver) loads with the first Arrow/CSV stream from PostgreSQL.
+    ("app.sql.stream", "app.sql.native"): "loads ADBC on the first native stream",
+    ("app.sql.formats", "app.sql.native"): "writes batches only a native stream made",
+    # Celery loads only with a broker configured (else in a Celery worker, via wsgi.celery).
+    ("app", "app.tasks"): "loads Celery only when a broker is configured",
 }
 # Third-party packages only some floors may use.
 CONFINED = {"mindsdb_sql_parser": ("app.mindsdb",)}
