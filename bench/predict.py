@@ -1,7 +1,7 @@
 """Prediction benchmark of issue 14: an iris model served by gunicorn (3 workers).
 
-Serves Quarry with ``gunicorn -c gunicorn.conf.py wsgi:app`` on a fresh SQLite store, trains
-the iris model, then reports:
+Serves Quarry with ``gunicorn -c gunicorn.conf.py wsgi:app`` (``bench/_server.py``) on a fresh
+SQLite store, trains the iris model, then reports:
 
 - 1-row predict, sequential over one keep-alive connection: median, mean and p99;
 - 1-row predict with 8 concurrent clients: requests/s, p50 and p99 (``wrk -t2 -c8`` when
@@ -22,8 +22,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,23 +30,12 @@ import threading
 import time
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_BIN = os.path.dirname(sys.executable)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _server import migrate, quarry_env, serving  # noqa: E402
+
 ROW = {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}
 PATH = "/api/projects/mindsdb/models/iris_m/predict"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def environment(workdir: str, port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
-    env.update(QUARRY_DATABASE_URL=f"sqlite:///{workdir}/store.db", QUARRY_INSTANCE_PATH=workdir,
-               QUARRY_BIND=f"127.0.0.1:{port}", QUARRY_WORKERS="3", QUARRY_LOG_LEVEL="WARNING")
-    return env
 
 
 class Client:
@@ -64,26 +51,6 @@ class Client:
         if response.status >= 300:
             raise RuntimeError(f"{method} {path}: {response.status} {data[:300]!r}")
         return json.loads(data) if data else None
-
-
-def start(env: dict[str, str], workdir: str) -> subprocess.Popen:
-    log = open(os.path.join(workdir, "gunicorn.log"), "ab")  # noqa: SIM115
-    process = subprocess.Popen([os.path.join(VENV_BIN, "gunicorn"), "-c", "gunicorn.conf.py",
-                                "wsgi:app"], cwd=ROOT, env=env, stdout=log, stderr=log)
-    port = int(env["QUARRY_BIND"].rsplit(":", 1)[1])
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            Client(port).call("GET", "/api/status")
-            return process
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("gunicorn did not start; see " + log.name)
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=60)
 
 
 def ms(seconds: list[float]) -> dict[str, float]:
@@ -152,52 +119,47 @@ def pss_mib(pid: int) -> float:
     return 0.0
 
 
-def family(master: int) -> list[int]:
-    children = subprocess.run(["pgrep", "-P", str(master)], capture_output=True, text=True)
-    return [master, *(int(p) for p in children.stdout.split())]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10)
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="quarry-bench-predict-")
-    port = free_port()
-    env = environment(workdir, port)
-    subprocess.run([os.path.join(VENV_BIN, "flask"), "--app", "wsgi", "db", "upgrade"],
-                   cwd=ROOT, env=env, check=True, capture_output=True)
-    process = start(env, workdir)
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{workdir}/store.db",
+                     QUARRY_INSTANCE_PATH=workdir, QUARRY_WORKERS="3")
     try:
-        Client(port).call("POST", "/api/projects/mindsdb/models", {
-            "query": "CREATE MODEL iris_m FROM demo (SELECT * FROM iris) PREDICT species "
-                     "USING join_learn_process = true"})
+        migrate(env)
+        with serving(env, workdir, name="gunicorn-train") as server:
+            Client(server.port).call("POST", "/api/projects/mindsdb/models", {
+                "query": "CREATE MODEL iris_m FROM demo (SELECT * FROM iris) PREDICT species "
+                         "USING join_learn_process = true"})
+        # A fresh server: no worker has unpacked the model yet.
+        with serving(env, workdir) as server:
+            measure(server, args)
     finally:
-        stop(process)
-    # A fresh server: no worker has unpacked the model yet.
-    process = start(env, workdir)
-    try:
-        started = time.perf_counter()
-        Client(port).call("POST", PATH, {"data": [ROW]})
-        first = (time.perf_counter() - started) * 1000
-        print(f"first predict on a fresh worker: {first:.1f} ms")
-        print("1-row predict, sequential (ms):",
-              {k: round(v, 2) for k, v in sequential(port, args.samples).items()})
-        print("1-row predict, 8 clients:", concurrent(port, args.seconds))
-        big = {"data": [ROW] * 10_000}
-        client, times = Client(port), []
-        for _ in range(5):
-            started = time.perf_counter()
-            client.call("POST", PATH, big)
-            times.append(time.perf_counter() - started)
-        print(f"10 000-row predict: median {statistics.median(times) * 1000:.0f} ms")
-        pids = family(process.pid)
-        sizes = [pss_mib(pid) for pid in pids]
-        print(f"PSS master + {len(pids) - 1} workers: {sum(sizes):.0f} MiB "
-              f"({', '.join(f'{s:.0f}' for s in sizes)})")
-    finally:
-        stop(process)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def measure(server: Any, args: argparse.Namespace) -> None:
+    port = server.port
+    started = time.perf_counter()
+    Client(port).call("POST", PATH, {"data": [ROW]})
+    first = (time.perf_counter() - started) * 1000
+    print(f"first predict on a fresh worker: {first:.1f} ms")
+    print("1-row predict, sequential (ms):",
+          {k: round(v, 2) for k, v in sequential(port, args.samples).items()})
+    print("1-row predict, 8 clients:", concurrent(port, args.seconds))
+    big = {"data": [ROW] * 10_000}
+    client, times = Client(port), []
+    for _ in range(5):
+        started = time.perf_counter()
+        client.call("POST", PATH, big)
+        times.append(time.perf_counter() - started)
+    print(f"10 000-row predict: median {statistics.median(times) * 1000:.0f} ms")
+    pids = [server.pid, *sorted(server.worker_pids())]
+    sizes = [pss_mib(pid) for pid in pids]
+    print(f"PSS master + {len(pids) - 1} workers: {sum(sizes):.0f} MiB "
+          f"({', '.join(f'{s:.0f}' for s in sizes)})")
 
 
 if __name__ == "__main__":
