@@ -139,6 +139,7 @@ def csv_stream(stream: TableStream) -> Iterator[bytes]:
     header = io.StringIO()
     csv.writer(header, lineterminator="\r\n").writerow(stream.columns)
     yield header.getvalue().encode("utf-8")
+    chunks = _Chunks()
     for batch in stream.batches():
         columns = columns_of(batch, len(stream.columns))
         del batch
@@ -146,8 +147,39 @@ def csv_stream(stream: TableStream) -> Iterator[bytes]:
             chunk = _csv_arrow(columns)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):  # UnicodeError too
             chunk = _csv_module(columns)  # e.g. an integer beyond 64 bits
-        yield chunk
-        del chunk, columns
+        del columns
+        if chunks.add(chunk):
+            yield chunks.take()
+        del chunk
+    yield chunks.take()
+
+
+# Bytes handed to the HTTP server at a time by the CSV and Arrow encoders of the row path,
+# whose batches are small (COLUMNAR_BATCH_ROWS): one write per batch would be many small
+# writes. The first batch goes out at once.
+CHUNK_BYTES = 1024 * 1024
+
+
+class _Chunks:
+    """Encoded batches kept until about CHUNK_BYTES are ready (the first one at once)."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._first = True
+
+    def add(self, data: bytes) -> bool:
+        """Keep ``data``; whether it is time to ``take()``."""
+        self._parts.append(data)
+        self._size += len(data)
+        ready = self._first or self._size >= CHUNK_BYTES
+        self._first = False
+        return ready
+
+    def take(self) -> bytes:
+        data = b"".join(self._parts)
+        self._parts, self._size = [], 0
+        return data
 
 
 def columns_of(batch: list, width: int) -> list[list]:
@@ -404,9 +436,9 @@ def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[byte
                               strict=True)]
                 writer.write_batch(pa.record_batch(arrays, schema=schema))
                 del arrays
-            chunk = sink.getvalue()
-            if chunk:
-                yield chunk
+            # The schema and first batch at once, then about CHUNK_BYTES at a time.
+            if batch is first or sink.tell() >= CHUNK_BYTES:
+                yield sink.getvalue()
                 sink.seek(0)
                 sink.truncate()
             batch = next(batches, None)
