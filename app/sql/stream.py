@@ -34,6 +34,14 @@ from .sources import DataSource
 
 FIRST_BATCH_ROWS = 1000       # small: the first bytes leave quickly
 MAX_BATCH_ROWS = 10_000       # as MindsDB's batches
+# Rows per fetch of a CSV or Arrow stream read row by row. Its encoder makes several passes
+# over a batch's Python objects (split into columns, check their types, convert them): a
+# batch of 2 000 rows of a few columns (about half a MB of objects) is still in the CPU's
+# cache for those passes, one of 10 000 is not, and each pass then waits on memory. Measured
+# on SQLite (4 columns, in one process): Arrow 0.96 against 1.42 us a row, CSV 1.51 against
+# 2.08 (fetch alone: 0.67 against 0.81).
+COLUMNAR_BATCH_ROWS = 2000
+COLUMNAR = ("csv", "arrow")
 BATCH_BYTES = 1024 * 1024     # about this much text per batch
 
 
@@ -71,6 +79,8 @@ class TableStream:
         self._max_rows = max_rows
         self._first: list | None = None
         self._closed = False
+        self._batch_rows = COLUMNAR_BATCH_ROWS \
+            if statement.response_format in COLUMNAR else MAX_BATCH_ROWS
 
     def prefetch(self) -> None:
         """Read the first batch now: most failures (1/0, a cancel, the time limit) come
@@ -97,7 +107,7 @@ class TableStream:
             if self.truncated:
                 return
             self.statement.check()
-            size = _next_size(batch)
+            size = _next_size(batch, self._batch_rows)
             if self._max_rows:
                 size = min(size, self._max_rows - sent + 1)  # one more tells if it is cut
             batch = self._fetch(size)
@@ -143,12 +153,13 @@ class TableStream:
             self._conn.close()
 
 
-def _next_size(batch: list) -> int:
-    """Rows in the next batch: about BATCH_BYTES of text, from a sample of this one."""
+def _next_size(batch: list, most: int = MAX_BATCH_ROWS) -> int:
+    """Rows in the next batch: about BATCH_BYTES of text, from a sample of this one, at
+    most ``most``."""
     sample = batch[:100]
     width = sum([len(v) if v.__class__ is str or v.__class__ is bytes else 8
                  for row in sample for v in row]) / len(sample)
-    return max(100, min(MAX_BATCH_ROWS, int(BATCH_BYTES / max(width + 4, 1))))
+    return max(100, min(most, int(BATCH_BYTES / max(width + 4, 1))))
 
 
 def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
