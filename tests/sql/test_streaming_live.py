@@ -60,11 +60,17 @@ def active(query_id: str) -> int:
                             (f"%quarry_{query_id}%",)).fetchone()[0]
 
 
-def wait_listed(url: str, source: str) -> str:
+def wait_listed(url: str, source: str, part: str) -> str:
+    """The id of the running statement on ``source`` whose text holds ``part``, once listed.
+
+    One still listed from the test before (ended, its row not yet removed) has another text
+    or has had its cancel requested: it is never taken for this test's own.
+    """
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         listed = [q for q in requests.get(url + "/api/sql/queries", timeout=5).json()
-                  if q["source"] == source]
+                  if q["source"] == source and part.lower() in q["statement"].lower()
+                  and not q["cancel_requested"]]
         if listed:
             return listed[0]["query_id"]
         time.sleep(0.05)
@@ -93,7 +99,7 @@ def test_a_cancel_received_by_another_instance_stops_a_postgresql_statement(inst
     thread, answers = run_in_thread(a, {"query": "SELECT 1 AS x FROM pg_sleep(30)",
                                         "context": {"db": "pg"}, "response_format": fmt})
     try:
-        query_id = wait_listed(b, "pg")
+        query_id = wait_listed(b, "pg", "pg_sleep(30)")
         deadline = time.monotonic() + 5
         while not active(query_id) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -118,7 +124,7 @@ def test_a_cancel_received_by_another_instance_stops_a_sqlite_statement(instance
                "SELECT count(*) FROM c")
     thread, answers = run_in_thread(a, {"query": endless, "context": {"db": "lite"}})
     try:
-        query_id = wait_listed(b, "lite")
+        query_id = wait_listed(b, "lite", "RECURSIVE")
         started = time.monotonic()
         assert requests.delete(f"{b}/api/sql/queries/{query_id}", timeout=10).status_code == 200
         thread.join(10)
@@ -160,7 +166,7 @@ def test_a_client_that_leaves_while_the_database_works_stops_it_too(instances):
         client.sendall(b"POST /api/sql/query HTTP/1.1\r\nHost: x\r\nContent-Type: "
                        b"application/json\r\nContent-Length: " + str(len(body)).encode()
                        + b"\r\n\r\n" + body)
-        query_id = wait_listed(a, "pg")
+        query_id = wait_listed(a, "pg", "pg_sleep(30)")
         deadline = time.monotonic() + 5
         while not active(query_id) and time.monotonic() < deadline:
             time.sleep(0.02)
