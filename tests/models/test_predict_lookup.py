@@ -4,6 +4,10 @@ another instance on the same store activates, retrains or drops a version."""
 
 from __future__ import annotations
 
+from sqlalchemy import event
+
+from app.extensions import db
+from app.services.models import preload_models
 from tests.helpers import assert_problem
 from tests.models.conftest import IRIS_SQL, create
 
@@ -59,3 +63,25 @@ def test_another_instance_activating_retraining_or_dropping_is_seen_at_once(make
     for ref in ("m", "m.1", "m.3"):
         assert_problem(serving.post(PREDICT.format(ref), json={"data": [SETOSA]}), 404,
                        "not found")
+
+
+def test_preloaded_models_are_served_without_reading_the_artifact(p1, make_app):
+    assert create(p1, IRIS_SQL.format(name="m")).status_code == 201
+    sql(p1, "RETRAIN p1.m USING join_learn_process = true, active = false")
+    fresh = make_app()  # as a gunicorn master does before forking
+    with fresh.app_context():
+        assert preload_models() == 1  # the active version only
+        engine = db.engine
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        assert guess(fresh.test_client()) == "setosa"
+        assert len(statements) == 1 and "artifact" not in statements[0], statements
+        assert guess(fresh.test_client(), "m.2") == "setosa"  # not preloaded: read now
+        assert any("artifact" in s for s in statements[1:]), statements
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
