@@ -7,10 +7,13 @@ these same functions, so each rule lives here only. Creating and training a mode
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 
 from .. import ml
 from ..errors import ActiveVersion, BadRequest, ModelNotFound, ModelNotReady, Unprocessable
@@ -171,62 +174,115 @@ def describe_model(project: str, ref: str, attribute: str | None = None) -> list
 
 def predict(project: str, ref: str, rows: list[dict[str, Any]] | dict[str, Any]) -> list[dict]:
     """The rows with the predicted column, its confidence and an explanation added."""
-    model = _complete_model(project, ref) or get_model(project, ref)
-    _require_complete(model)
     rows = [rows] if isinstance(rows, dict) else rows
     try:
-        return ml.predict(_loaded(model), rows)
+        return ml.predict(_complete_loaded(project, ref) or _found_loaded(project, ref), rows)
     except ml.PredictionError as exc:
         errors = {exc.column: [exc.message]} if exc.column else None
         raise Unprocessable(exc.message, title="Invalid prediction input", errors=errors) from exc
 
 
-def _complete_model(project: str, ref: str) -> MLModel | None:
-    """The complete model (version) ``ref`` of ``project`` in one statement — the predict
-    path's; None when that is not simply found (get_model then says what is missing)."""
+def _found_loaded(project: str, ref: str) -> ml.LoadedModel:
+    """The unpacked model ``ref`` when the predict path's lookup missed it: the errors of
+    get_model (404) and of a model not trained (409), or the model completed since."""
+    model = get_model(project, ref)
+    _require_complete(model)
+    with _store_reader() as conn:
+        loaded = _loaded(conn, model.id, model.updated_at)
+    if loaded is None:
+        raise ModelNotFound(ref, get_project(project).name)  # dropped since
+    return loaded
+
+
+def _complete_loaded(project: str, ref: str) -> ml.LoadedModel | None:
+    """The unpacked complete model (version) ``ref`` of ``project`` — the predict path's;
+    None when that is not simply found (get_model then says what is missing).
+
+    One narrow statement finds the version's id and stamp, which is all this process's
+    cache needs to tell whether what it holds is current; the artifact (MBs) is read only
+    when it is not. Every predict asks the store, so a version made active anywhere (another
+    worker, another instance on the same store) answers the next predict.
+    """
     name, version = split_ref(ref)
     query = _VERSION_QUERY if version is not None else _ACTIVE_QUERY
     if (visible := access.visible_project_filter()) is not None:
         query = query.where(visible)  # not seen: get_model says so (404), as for the rest
-    return db.session.scalars(query, {"project": lookup_key(project), "name": lookup_key(name),
-                                      "version": version}).first()
+    with _store_reader() as conn:
+        found = conn.execute(query, {"project": lookup_key(project), "name": lookup_key(name),
+                                     "version": version}).first()
+        if found is None:
+            return None
+        return _loaded(conn, found.id, found.updated_at)
+
+
+@contextmanager
+def _store_reader() -> Iterator[Connection]:
+    """A store connection for the predict path's reads.
+
+    The request's own transaction when it has one (a signed-in caller's token was read in
+    it); else a pooled connection outside the ORM session, which spares the session's
+    set-up and its rollback at the end of the request. Where the store opens transactions
+    over the wire (PostgreSQL), that connection reads in autocommit: one round trip instead
+    of BEGIN … ROLLBACK. SQLite's driver begins no transaction for a SELECT.
+    """
+    if db.session.registry.has() and db.session().in_transaction():
+        yield db.session.connection()
+        return
+    conn = db.engine.connect()
+    if conn.dialect.name != "sqlite":
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+    with conn:
+        yield conn
 
 
 # Built once (values are bound per call): building the expression cost as much as running it.
-_COMPLETE_QUERY = (select(MLModel).join(Project, Project.id == MLModel.project_id)
-                   .where(Project.name_key == bindparam("project"),
-                          MLModel.name_key == bindparam("name"), MLModel.status == "complete")
+# Table columns, not the mapped class: rows, not ORM objects, so no session work per predict.
+_MODELS, _PROJECTS = MLModel.__table__, Project.__table__
+_COMPLETE_QUERY = (select(_MODELS.c.id, _MODELS.c.updated_at)
+                   .select_from(_MODELS.join(_PROJECTS, _PROJECTS.c.id == _MODELS.c.project_id))
+                   .where(_PROJECTS.c.name_key == bindparam("project"),
+                          _MODELS.c.name_key == bindparam("name"),
+                          _MODELS.c.status == "complete")
                    .limit(1))
-_VERSION_QUERY = _COMPLETE_QUERY.where(MLModel.version == bindparam("version"))
-_ACTIVE_QUERY = _COMPLETE_QUERY.where(MLModel.active.is_(True))
+_VERSION_QUERY = _COMPLETE_QUERY.where(_MODELS.c.version == bindparam("version"))
+_ACTIVE_QUERY = _COMPLETE_QUERY.where(_MODELS.c.active.is_(True))
+_ARTIFACT_QUERY = (select(_MODELS.c.artifact, _MODELS.c.updated_at)
+                   .where(_MODELS.c.id == bindparam("id"), _MODELS.c.status == "complete"))
 
 
 def preload_models() -> int:
     """Unpack the active complete models into this process's cache (up to its size): in a
     gunicorn master before forking, so workers share them. Returns how many."""
     ml.preload()
-    models = db.session.scalars(select(MLModel).where(MLModel.active.is_(True),
-                                                      MLModel.status == "complete")
-                                .order_by(MLModel.updated_at.desc()).limit(MODEL_CACHE_SIZE))
+    models = db.session.execute(select(MLModel.id, MLModel.updated_at)
+                                .where(MLModel.active.is_(True), MLModel.status == "complete")
+                                .order_by(MLModel.updated_at.desc())
+                                .limit(MODEL_CACHE_SIZE)).all()
     count = 0
-    for model in models:
-        try:
-            _loaded(model)
-            count += 1
-        except ml.PredictionError:
-            pass  # written by an incompatible version: its predict says so
+    with _store_reader() as conn:
+        for model_id, updated_at in models:
+            try:
+                count += _loaded(conn, model_id, updated_at) is not None
+            except ml.PredictionError:
+                pass  # written by an incompatible version: its predict says so
     db.session.rollback()
     return count
 
 
-def _loaded(model: MLModel) -> ml.LoadedModel:
-    """The model's unpacked artifact, from this process's cache while the model is unchanged."""
+def _loaded(conn: Connection, model_id: int, updated_at: datetime) -> ml.LoadedModel | None:
+    """Model ``model_id``'s unpacked artifact: from this process's cache while the model is
+    unchanged (same ``updated_at``), else read and unpacked; None when it is no longer
+    a complete model (dropped since it was found)."""
     cache = current_app.extensions["quarry.model_cache"]
-    cached = cache.get(model.id)
-    if cached is not None and cached[0] == model.updated_at:
+    cached = cache.get(model_id)
+    if cached is not None and cached[0] == updated_at:
         return cached[1]
-    loaded = ml.load_model(model.artifact)
-    cache.put(model.id, (model.updated_at, loaded))
+    row = conn.execute(_ARTIFACT_QUERY, {"id": model_id}).first()
+    if row is None:
+        return None
+    loaded = ml.load_model(row.artifact)
+    # The stamp read with the artifact: a change in between is not cached under the old one.
+    cache.put(model_id, (row.updated_at, loaded))
     return loaded
 
 
