@@ -115,6 +115,9 @@ SETTINGS: list[Setting] = [
     Setting("METRICS_ALLOW", "127.0.0.1/8,::1", str,
             "Addresses or CIDRs (comma-separated) that may read /metrics and "
             "/api/util/readiness without signing in; others need an admin's sign-in"),
+    Setting("TRUSTED_ORIGINS", "", str,
+            "Origins (scheme://host[:port], comma-separated) whose pages may make changes "
+            "(POST, PUT, PATCH, DELETE) across origins; others are refused with 403"),
     Setting("PROXY_HOPS", 0, int,
             "Reverse proxies in front of Quarry whose X-Forwarded-* headers are trusted"),
     Setting("LOG_LEVEL", "INFO", str,

@@ -13,12 +13,19 @@ document (/api/openapi.json) is guarded too: it describes the service to signed-
 A path that matches no route answers 404/405 as usual: mindsdb_sdk probes /cloud/login first
 and signs in at /api/login only after a 404.
 
-Cross-site request forgery: a browser sends the session cookie with any request to Quarry,
-also one a hostile page starts. A change (POST, PUT, PATCH, DELETE) that is signed in by the
-cookie alone must therefore carry the header ``X-Quarry-CSRF: 1`` (the console sends it). A
-page on another origin cannot add a custom header without a CORS preflight, which Quarry
-never grants. Bearer and X-Api-Key callers (programs, mindsdb_sdk, which sends Bearer after
-signing in) are not affected: a browser never adds those headers by itself.
+Cross-origin changes: a browser sends the session cookie with any request to Quarry, also one
+that a page on another origin starts (a ``fetch`` with credentials, an auto-submitted form).
+So a change (POST, PUT, PATCH, DELETE) is refused with 403, whoever signs it, when the browser
+says it comes from elsewhere: its ``Sec-Fetch-Site`` header (sent by every current browser, and
+not settable by a page) is neither ``same-origin`` nor ``none`` (typed in, a bookmark); or,
+from an older browser without that header, its ``Origin`` is not Quarry's own scheme://host
+as the trusted proxy reports it (ProxyFix). A request with neither header does not come from
+a browser (curl, requests, mindsdb_sdk) and goes on to sign-in as usual, so a program may sign
+in with the cookie just as with a token. Origins listed in QUARRY_TRUSTED_ORIGINS may make
+changes from across origins. The check holds with sign-in off too: a page must not drop the
+projects of an open Quarry on the user's own machine either. The cookie itself stays
+HttpOnly and SameSite=Lax (another site's requests do not carry it at all, but another port of
+the same host is the same site: that is what the origin check is for).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from flask import Flask, Response, current_app, g, request
 from itsdangerous import BadSignature, Signer
@@ -36,8 +44,12 @@ from .services import auth as auth_service
 from .services.auth import Grant, Principal
 
 COOKIE_NAME = "session"
-CSRF_HEADER = "X-Quarry-CSRF"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Sec-Fetch-Site values of a request the page's own origin (or the user, by typing the
+# address) started; same-site is not enough: another port or subdomain is the same site.
+_OWN_FETCH_SITES = frozenset({"same-origin", "none"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_TRUSTED_KEY = "quarry.trusted_origins"
 _COOKIE_SALT = "quarry.session-cookie"
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,8 +76,72 @@ def require_admin() -> None:
 
 
 def init_auth(app: Flask) -> None:
-    """Register the guard. Call after the request-id hook so that 401s carry an id too."""
+    """Register the cross-origin check and the guard. Call after the request-id hook so that
+    403s and 401s carry an id too."""
+    app.extensions[_TRUSTED_KEY] = trusted_origins(app.config["TRUSTED_ORIGINS"])
+    app.before_request(_refuse_cross_origin)
     app.before_request(_guard)
+
+
+def trusted_origins(text: str) -> frozenset[str]:
+    """The origins of QUARRY_TRUSTED_ORIGINS (comma-separated), normalised; a malformed one
+    stops the start, since ignoring it would refuse the very page the operator meant."""
+    origins = set()
+    for item in (part.strip() for part in (text or "").split(",")):
+        if not item:
+            continue
+        origin = normal_origin(item.removesuffix("/"))
+        if origin is None:
+            raise RuntimeError(f"QUARRY_TRUSTED_ORIGINS: {item!r} is not an origin; write "
+                               "scheme://host or scheme://host:port (no path), e.g. "
+                               "https://dashboard.example.com")
+        origins.add(origin)
+    return frozenset(origins)
+
+
+def normal_origin(text: str) -> str | None:
+    """``scheme://host[:port]`` in lower case without the scheme's default port, or None when
+    ``text`` is no http(s) origin (``null``, a path, user info, a bad port)."""
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if (scheme not in _DEFAULT_PORTS or not host or parts.path or parts.query or parts.fragment
+            or parts.username is not None or parts.password is not None):
+        return None
+    if ":" in host:
+        host = f"[{host}]"  # IPv6, bracketed as in a URL
+    return f"{scheme}://{host}" if port in (None, _DEFAULT_PORTS[scheme]) else \
+        f"{scheme}://{host}:{port}"
+
+
+def _refuse_cross_origin() -> None:
+    """403 for a change a browser makes on behalf of a page on another origin."""
+    if request.method in _SAFE_METHODS:
+        return
+    origin = request.headers.get("Origin")
+    claimed = normal_origin(origin) if origin is not None else None
+    if claimed is not None and claimed in current_app.extensions[_TRUSTED_KEY]:
+        return
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        if fetch_site.strip().lower() in _OWN_FETCH_SITES:
+            return
+        reason = f"the browser says a page elsewhere started it (Sec-Fetch-Site: {fetch_site})"
+    elif origin is None:
+        return  # neither header: not a browser, so no page can have started it
+    else:
+        # request.scheme and request.host are what the trusted proxy reported (ProxyFix).
+        own = f"{request.scheme}://{request.host}"
+        if claimed is not None and claimed == normal_origin(own):
+            return
+        reason = f"a page of another origin started it (Origin: {origin}; Quarry is {own})"
+    raise Forbidden(f"A change ({request.method}) is refused when {reason}: a page must not "
+                    "act with the session of a user who visits it. Programs send neither "
+                    "header; an operator may allow an origin with QUARRY_TRUSTED_ORIGINS",
+                    title="Cross-origin request refused")
 
 
 def current_principal() -> Principal | None:
@@ -100,35 +176,27 @@ def _signer() -> Signer:
     return Signer(current_app.config["SECRET_KEY"], salt=_COOKIE_SALT)
 
 
-def _presented_tokens() -> list[tuple[str, bool]]:
-    """The tokens the request carries, headers first, each with whether it came by cookie."""
+def _presented_tokens() -> list[str]:
+    """The tokens the request carries, headers first, then the cookie's."""
     tokens = []
     scheme, _, value = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and value.strip():
-        tokens.append((value.strip(), False))
+        tokens.append(value.strip())
     if api_key := request.headers.get("X-Api-Key", "").strip():
-        tokens.append((api_key, False))
+        tokens.append(api_key)
     if cookie := request.cookies.get(COOKIE_NAME):
         try:
-            tokens.append((_signer().unsign(cookie).decode(), True))
+            tokens.append(_signer().unsign(cookie).decode())
         except BadSignature:
             pass  # forged or signed with an older key: anonymous
     return tokens
 
 
 def _identify() -> Principal | None:
-    for token, by_cookie in _presented_tokens():
+    for token in _presented_tokens():
         if (principal := auth_service.authenticate(token)) is not None:
-            if by_cookie and not _csrf_checked():
-                g.quarry_csrf_refused = True
-                return None
             return principal
     return None
-
-
-def _csrf_checked() -> bool:
-    """Whether a cookie may sign this request in: a read, or a change with the header."""
-    return request.method in _SAFE_METHODS or request.headers.get(CSRF_HEADER) == "1"
 
 
 def _is_public() -> bool:
@@ -163,10 +231,6 @@ def _guard() -> None:
         return
     if _is_public():
         return
-    if g.get("quarry_csrf_refused"):
-        raise Forbidden(f"A change signed in by the session cookie must carry the header "
-                        f"{CSRF_HEADER}: 1 (the console sends it); programs sign in with "
-                        f"Authorization: Bearer or X-Api-Key", title="Cross-site request refused")
     raise Unauthorized("Authorization is required to complete the request")
 
 

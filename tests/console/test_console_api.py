@@ -62,24 +62,27 @@ def test_the_page_is_open_and_the_api_is_not(make_app):
     assert client.get("/api/console/history").status_code == 401
 
 
-def test_a_cookie_signed_change_needs_the_csrf_header(signed_in):
+def test_the_consoles_changes_are_judged_by_their_origin_not_a_header(signed_in):
     client, token = signed_in
     bearer = {"Authorization": f"Bearer {token}"}
     assert client.post("/api/sql/query", json={"query": "SELECT 1"}, headers=bearer
                        ).status_code == 200
-    refused = client.delete("/api/console/history")
-    assert refused.status_code == 403
-    assert "X-Quarry-CSRF" in refused.get_json()["detail"]
-    # Nothing was forgotten; reads need no header.
+    # A page on another origin: refused whatever it adds, and nothing was forgotten.
+    for headers in ({"Sec-Fetch-Site": "same-site"}, {"Origin": "http://localhost:9999"},
+                    {"Sec-Fetch-Site": "cross-site", "X-Quarry-CSRF": "1"}):
+        refused = client.delete("/api/console/history", headers=headers)
+        assert refused.status_code == 403
+        assert refused.get_json()["title"] == "Cross-origin request refused"
     assert len(client.get("/api/console/history").get_json()) == 1
-    by_cookie = client.delete("/api/console/history", headers={"X-Quarry-CSRF": "1"})
+    # The console's own page (same origin) needs no custom header; the old one is ignored.
+    by_cookie = client.delete("/api/console/history", headers={"Sec-Fetch-Site": "same-origin"})
     assert by_cookie.status_code == 204
     assert client.get("/api/console/history").get_json() == []
-    # Bearer callers need no header, with or without the cookie.
-    assert client.delete("/api/console/history", headers=bearer).status_code == 204
-    # A wrong value is no header.
-    assert client.post("/api/logout", headers={"X-Quarry-CSRF": "yes"}).status_code == 403
-    assert client.post("/api/logout", headers={"X-Quarry-CSRF": "1"}).status_code == 200
+    assert client.delete("/api/console/history", headers={"X-Quarry-CSRF": "yes"}
+                         ).status_code == 204
+    assert client.post("/api/logout", headers={"Sec-Fetch-Site": "same-origin",
+                                               "Origin": "http://localhost"}).status_code == 200
+    assert client.get("/api/console/history").status_code == 401
 
 
 def _sql(client, query: str, token: str, **body) -> dict:
@@ -129,8 +132,7 @@ def test_the_server_keeps_every_clients_statements_per_user(signed_in):
     bad_args = client.get("/api/console/history?limit=0")
     assert bad_args.status_code == 400 and "limit" in bad_args.get_json()["errors"]["query"]
     # Clearing forgets alice's history only.
-    assert client.delete("/api/console/history", headers={"X-Quarry-CSRF": "1"}
-                         ).status_code == 204
+    assert client.delete("/api/console/history").status_code == 204
     assert client.get("/api/console/history").get_json() == []
     assert len(client.get("/api/console/history",
                           headers={"Authorization": f"Bearer {bob}"}).get_json()) == 1
