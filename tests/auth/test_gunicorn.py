@@ -33,6 +33,8 @@ def _add_user_and_token(env: dict) -> str:
     assert created.exit_code == 0, created.output
     made = runner.invoke(args=["tokens", "create", "--user", "alice", "--label", "test"])
     assert made.exit_code == 0, made.output
+    bob = runner.invoke(args=["users", "create", "bob"], input=PASSWORD + "\n")  # a member
+    assert bob.exit_code == 0, bob.output
     with app.app_context():
         db.engine.dispose()
     return made.stdout.strip()
@@ -48,7 +50,14 @@ def server(tmp_path_factory):
                      QUARRY_PROXY_HOPS="1", QUARRY_LOG_LEVEL="DEBUG", QUARRY_WORKERS="2",
                      QUARRY_THREADS="4", QUARRY_SQL_TIMEOUT_S="4",
                      QUARRY_DATA_SOURCES=json.dumps({"slow": f"sqlite:///{tmp}/slow.db"}))
-    sqlite3.connect(tmp / "slow.db").close()
+    with sqlite3.connect(tmp / "slow.db") as conn:  # a few rows to train a model on
+        conn.execute("CREATE TABLE flowers (width REAL, length REAL, kind TEXT)")
+        conn.executemany("INSERT INTO flowers VALUES (?, ?, ?)",
+                         [(i % 7, i % 5 + (i % 2) * 3, "ab"[i % 2]) for i in range(40)])
+    conn.close()
+    with sqlite3.connect(tmp / "extra.db") as conn:  # a database to connect at run time
+        conn.execute("CREATE TABLE t (x INTEGER)")
+    conn.close()
     flask(env, "db", "upgrade")
     api_token = _add_user_and_token(env)
     with serving(env, tmp) as live:
@@ -75,10 +84,73 @@ def test_sign_in_with_a_cookie_jar(server):
     assert "Secure" not in cookie_header  # plain HTTP at the proxy
     assert jar.get(url + "/api/projects").status_code == 200
     assert jar.get(url + "/api/status").json()["auth"] == {"required": True, "signed_in": True}
-    # A change signed in by the cookie alone needs the console's CSRF header.
-    assert jar.post(url + "/api/logout").status_code == 403
-    assert jar.post(url + "/api/logout", headers={"X-Quarry-CSRF": "1"}).status_code == 200
-    assert jar.get(url + "/api/projects").status_code == 401
+
+
+# Every kind of change a Bearer caller makes, in an order where each finds what it needs.
+COOKIE_JAR_CHANGES = [
+    ("POST", "/api/projects", {"name": "jar"}, 201),
+    ("POST", "/api/projects/jar/skills",
+     {"skill": {"name": "notes", "type": "retrieval", "params": {"source": "kb"}}}, 201),
+    ("PUT", "/api/projects/jar/skills/notes", {"skill": {"params": {"source": "kb2"}}}, 200),
+    ("POST", "/api/projects/jar/agents", {"agent": {"name": "helper", "skills": ["notes"]}},
+     201),
+    ("PUT", "/api/projects/jar/agents/helper", {"agent": {"params": {"temperature": 0.2}}},
+     200),
+    ("DELETE", "/api/projects/jar/agents/helper", None, 204),
+    ("DELETE", "/api/projects/jar/skills/notes", None, 204),
+    ("PUT", "/api/projects/jar/members/bob", {"role": "viewer"}, 200),
+    ("DELETE", "/api/projects/jar/members/bob", None, 204),
+    ("POST", "/api/projects/jar/models",
+     {"query": "CREATE MODEL kinds FROM slow (SELECT * FROM flowers) PREDICT kind "
+               "USING join_learn_process = true"}, 201),
+    ("POST", "/api/projects/jar/models/kinds/predict", {"data": [{"width": 1, "length": 4}]},
+     200),
+    ("PUT", "/api/projects/jar/models/kinds", {"active_version": 1}, 200),
+    ("DELETE", "/api/projects/jar/models/kinds", None, 204),
+    ("POST", "/api/databases/status", {"engine": "sqlite", "db_file": "extra.db"}, 200),
+    ("POST", "/api/databases",
+     {"database": {"name": "extra", "engine": "sqlite", "parameters": {"db_file": "extra.db"}}},
+     201),
+    ("PUT", "/api/databases/extra", {"database": {"parameters": {"db_file": "extra.db"}}}, 200),
+    ("DELETE", "/api/databases/extra", None, 204),
+    ("POST", "/api/sql/query", {"query": "SELECT count(*) AS n FROM flowers",
+                                "context": {"db": "slow"}}, 200),
+    ("POST", "/api/sql/query", {"query": "CREATE PROJECT jar_sql"}, 200),
+    ("POST", "/api/sql/query", {"query": "DROP PROJECT jar_sql"}, 200),
+    ("POST", "/api/console/projects/jar/saved",
+     {"name": "count", "statement": "SELECT count(*) FROM flowers", "database": "slow"}, 201),
+    ("DELETE", "/api/console/projects/jar/saved/count", None, 204),
+    ("DELETE", "/api/console/history", None, 204),
+    ("DELETE", "/api/sql/queries/3e1f9a4c0b6d4f0e8a2b7c5d9e1f3a5b", None, 404),  # none running
+    ("DELETE", "/api/projects/jar", None, 204),
+]
+
+
+def test_a_program_with_a_cookie_jar_changes_what_a_bearer_caller_may(server):
+    """A program that signs in and keeps the cookie (requests.Session, curl -b/-c) sends no
+    Origin and no Sec-Fetch-Site: it is no browser, so every change is its to make."""
+    url = server["url"]
+    jar = requests.Session()
+    assert jar.post(url + "/api/login", json={"username": "alice", "password": PASSWORD}
+                    ).status_code == 200
+    cookie = jar.cookies["session"]
+    server["secrets"].append(cookie)
+    for method, path, body, status in COOKIE_JAR_CHANGES:
+        answer = jar.request(method, url + path, json=body, timeout=60)
+        assert answer.status_code == status, (method, path, answer.text)
+        if path == "/api/sql/query":
+            assert answer.json()["type"] != "error", (body, answer.json())
+    assert jar.get(url + "/api/console/history").json() == []  # the jar's DELETE cleared it
+    assert "jar" not in {p["name"] for p in jar.get(url + "/api/projects").json()}
+    # Logout by the cookie ends the session: the same cookie, sent again, signs nothing.
+    assert jar.post(url + "/api/logout").status_code == 200
+    stale = requests.Session()
+    stale.cookies.set("session", cookie)
+    for method, path in (("GET", "/api/projects"), ("POST", "/api/projects"),
+                         ("POST", "/api/logout")):
+        answer = stale.request(method, url + path, json={"name": "after_logout"})
+        assert answer.status_code == 401, (method, path, answer.text)
+        assert answer.headers["Content-Type"] == "application/problem+json"
 
 
 def test_cookie_is_secure_when_the_proxy_reports_https(server):
