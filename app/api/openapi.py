@@ -10,7 +10,8 @@ checks requests and answers against, so it says exactly what the service does:
   as "that object or null" (apispec writes "any object or null");
 - every operation lists each status it can answer, with the problem+json schema, and no
   catch-all ``default``: 400 (request not of the documented shape), 401 (sign-in required,
-  when it is), 413 (body over the limit), 503 (store unreachable), plus each view's own
+  when it is), 403 (a change from another origin, and with sign-in a right short of the
+  route's), 413 (body over the limit), 503 (store unreachable), plus each view's own
   (404, 409, 422, 429) from ``Blueprint.problems``;
 - the security requirement follows QUARRY_AUTH_REQUIRED, and public views need none;
 - every operation has an operationId (its view's name), and what a create answers links to
@@ -49,6 +50,8 @@ from ..services.auth import USER_NAME
 from ..sql.formats import MEDIA_TYPES
 
 METHODS = ("get", "put", "post", "delete", "patch")
+# The methods app/security.py refuses from another origin.
+UNSAFE_METHODS = ("put", "post", "delete", "patch")
 
 
 class QuarryApi(Api):
@@ -202,6 +205,8 @@ def _document_common_problems(app: Flask, api: Api) -> None:
                 common += [400, 413]
             if auth_required and (path, method) not in public:
                 common += [401, 403]  # not signed in; a role or grant short of the route's
+            elif method in UNSAFE_METHODS:
+                common += [403]  # a browser's change for a page elsewhere (app/security.py)
             for status in common:
                 responses.setdefault(str(status), _problem(api, status))
 
