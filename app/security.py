@@ -1,4 +1,5 @@
-"""The sign-in guard: who is calling, and refusing anonymous callers when auth is on.
+"""The sign-in guard (who is calling; anonymous callers refused when auth is on) and the
+check that refuses changes a page on another origin makes a browser send.
 
 A caller proves who it is with one of (any valid one is enough):
 - the ``session`` cookie set by POST /api/login (the session token, signed with SECRET_KEY),
@@ -50,6 +51,7 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _OWN_FETCH_SITES = frozenset({"same-origin", "none"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRUSTED_KEY = "quarry.trusted_origins"
+_ECHOED = 200  # characters of a refused header repeated in the answer: enough to recognise
 _COOKIE_SALT = "quarry.session-cookie"
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -129,7 +131,8 @@ def _refuse_cross_origin() -> None:
     if fetch_site is not None:
         if fetch_site.strip().lower() in _OWN_FETCH_SITES:
             return
-        reason = f"the browser says a page elsewhere started it (Sec-Fetch-Site: {fetch_site})"
+        reason = (f"the browser says a page elsewhere started it "
+                  f"(Sec-Fetch-Site: {fetch_site[:_ECHOED]})")
     elif origin is None:
         return  # neither header: not a browser, so no page can have started it
     else:
@@ -137,7 +140,8 @@ def _refuse_cross_origin() -> None:
         own = f"{request.scheme}://{request.host}"
         if claimed is not None and claimed == normal_origin(own):
             return
-        reason = f"a page of another origin started it (Origin: {origin}; Quarry is {own})"
+        reason = (f"a page of another origin started it (Origin: {origin[:_ECHOED]}; "
+                  f"Quarry is {own})")
     raise Forbidden(f"A change ({request.method}) is refused when {reason}: a page must not "
                     "act with the session of a user who visits it. Programs send neither "
                     "header; an operator may allow an origin with QUARRY_TRUSTED_ORIGINS",
