@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import fresh_store_url
 from tests.helpers import assert_problem, skill_body
 
 from .conftest import add_user, sign_in
 
 OWN = "http://localhost"
+
+
+@pytest.fixture(params=["sqlite"])
+def store_url(request, tmp_path) -> str:
+    # The check runs before any view touches the store: one kind keeps the suite short.
+    return fresh_store_url(request, tmp_path)
 
 
 def _projects(client) -> list[str]:
