@@ -39,8 +39,15 @@ SETTINGS: list[Setting] = [
     Setting("SECRET_KEY", None, str,
             "Key that signs session cookies; required when AUTH_REQUIRED is on "
             "(default: a random key per process)"),
-    Setting("MAX_BODY_BYTES", 16 * 1024 * 1024, int,
-            "Largest request body accepted, in bytes; larger bodies get 413"),
+    Setting("MAX_BODY_BYTES", 1024 * 1024, int,
+            "Largest request body accepted, in bytes, except on the data routes below; "
+            "larger bodies get 413"),
+    Setting("MAX_DATA_BODY_BYTES", 16 * 1024 * 1024, int,
+            "Largest request body of the routes that carry data rows (POST /api/sql/query, "
+            "POST …/models/<m>/predict), in bytes; larger bodies get 413"),
+    Setting("PARAMS_MAX_BYTES", 64 * 1024, int,
+            "Largest params of a skill or an agent, in bytes of its JSON encoding (UTF-8); "
+            "larger params get 413"),
     Setting("MAX_JSON_DEPTH", 64, int,
             "Deepest nesting of arrays and objects accepted in a request body (1-256); "
             "deeper bodies get 400"),

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from flask import Flask, Response, current_app, json
+from flask import Flask, Response, json, request
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import exc as orm_exc
 from werkzeug.exceptions import HTTPException
@@ -269,8 +269,9 @@ def from_http_exception(error: HTTPException) -> Response:
     # Keep werkzeug's own headers (Allow on 405), but not its HTML content type.
     headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
     if status == 413:
+        # The limit of this route (the data routes have their own, see app/api/__init__.py).
         detail = (f"The request body is larger than the limit of "
-                  f"{current_app.config['MAX_CONTENT_LENGTH']} bytes")
+                  f"{request.max_content_length} bytes")
     return problem(status, error.name if status != 400 else "Bad request", detail,
                    errors if isinstance(errors, dict) else None, headers=headers)
 

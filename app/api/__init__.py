@@ -1,6 +1,6 @@
 """One blueprint module per resource, registered here."""
 
-from flask import Flask
+from flask import Flask, current_app, request
 from flask_smorest import Api
 
 from . import (
@@ -18,9 +18,20 @@ from . import (
     unsupported,
 )
 
+# The routes whose bodies carry data rows (a batch to predict, the values of a statement's
+# parameters) rather than the description of an object: they may be as large as
+# MAX_DATA_BODY_BYTES; every other body stops at MAX_BODY_BYTES, long before the store.
+DATA_ENDPOINTS = frozenset({"sql.run_query", "models.predict_model"})
+
+
+def _data_body_limit() -> None:
+    if request.endpoint in DATA_ENDPOINTS:
+        request.max_content_length = current_app.config["MAX_DATA_BODY_BYTES"]
+
 
 def register_blueprints(app: Flask, api: Api) -> None:
     openapi.register_converters(app, api)
+    app.before_request(_data_body_limit)
     api.register_blueprint(status.blp)
     api.register_blueprint(auth.blp)
     api.register_blueprint(projects.blp)

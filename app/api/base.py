@@ -7,6 +7,7 @@ import flask
 from flask_smorest import Blueprint as SmorestBlueprint
 from webargs import core
 from webargs.flaskparser import FlaskParser
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..jsonio import parse_json_body
 
@@ -24,9 +25,24 @@ class JsonBodyParser(FlaskParser):
 
     def _raw_load_json(self, req: flask.Request) -> Any:
         body = req.get_data(cache=True)
+        _refuse_cut_body(req, body)
         if not body:
             return core.missing
         return parse_json_body(body, flask.current_app.config["MAX_JSON_DEPTH"])
+
+
+def _refuse_cut_body(req: flask.Request, body: bytes) -> None:
+    """413 for a body without Content-Length (chunked) that went past the limit.
+
+    Werkzeug stops reading such a body at ``max_content_length`` and hands over what it
+    read, without an error: a too-large JSON body then read as invalid JSON (400) instead of
+    too large. One more byte from the server's stream tells whether the body went on.
+    """
+    limit = req.max_content_length
+    if req.content_length is not None or limit is None or len(body) < limit:
+        return
+    if req.environ["wsgi.input"].read(1):
+        raise RequestEntityTooLarge()
 
 
 class Blueprint(SmorestBlueprint):

@@ -10,7 +10,15 @@ from collections.abc import Iterator
 
 from marshmallow import ValidationError
 
-from ..errors import BadRequest, Conflict, Forbidden, NotFound, QuarryError, summarise
+from ..errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    QuarryError,
+    summarise,
+)
 from ..sql.errors import ErrorCode, SqlError
 
 Labels = dict[type[QuarryError], str]
@@ -56,7 +64,7 @@ def _to_sql_error(exc: QuarryError, labels: Labels) -> SqlError:
         code = ErrorCode.CONFLICT
     elif isinstance(exc, Forbidden):
         code = ErrorCode.ACCESS_DENIED
-    elif isinstance(exc, BadRequest):
+    elif isinstance(exc, BadRequest | PayloadTooLarge):
         code = ErrorCode.INVALID_STATEMENT
     else:
         code = ErrorCode.SERVICE_FAILED

@@ -9,8 +9,10 @@ trainer pool instead.
 from __future__ import annotations
 
 import functools
-from contextlib import AbstractContextManager
+import multiprocessing
+from contextlib import AbstractContextManager, nullcontext
 
+import joblib
 from threadpoolctl import ThreadpoolController
 
 
@@ -32,3 +34,16 @@ def one_native_thread() -> AbstractContextManager:
     a logistic regression on 150 rows took 0.5-2 s with two of them, 0.07 s with one.
     """
     return _controller().limit(limits=1)
+
+
+def joblib_backend() -> AbstractContextManager:
+    """joblib's thread backend inside a daemon process (a Celery prefork child), else as is.
+
+    A daemon process may not start processes, so joblib's default backend (loky) cannot
+    run there: asked how many jobs a forest's n_jobs=2 means, it fell back to one with a
+    warning, for every estimator fitted, which filled the worker's log. Threads are what
+    the forests prefer in any case, and they work in a daemon process.
+    """
+    if multiprocessing.current_process().daemon:
+        return joblib.parallel_config(backend="threading")
+    return nullcontext()

@@ -41,7 +41,7 @@ from .measures import (
     score_interval,
 )
 from .selection import FOLDS, Folds, Run, Search, candidates, make_folds
-from .threads import one_native_thread
+from .threads import joblib_backend, one_native_thread
 
 ARTIFACT_FORMAT = 1
 MIN_ROWS = 10
@@ -82,7 +82,7 @@ def train(frame: pd.DataFrame, target: str, *, problem: str | None = None,
     (100 000 rows or more); ``time_budget_s`` bounds the candidate search together with the
     refit of its leader (default: scaled to the rows, see ``default_budget``).
     """
-    with one_native_thread():
+    with one_native_thread(), joblib_backend():
         return _train(frame, target, problem, validation_fraction, time_budget_s, random_state)
 
 

@@ -3,12 +3,14 @@
 from collections.abc import Callable
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from ..errors import AgentNotFound, NameTaken, UnknownModel
 from ..extensions import db
 from ..rules.names import lookup_key, name_key, validate_name
+from ..rules.params import require_params_within
 from ..rules.secrets import keep_masked, merge
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
@@ -104,8 +106,9 @@ def _replace(project: Project, agent: Agent, specs: list[tuple[str, dict | None]
 def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     project = get_project(project_name, "write")
     name = validate_name("agent", data["name"])
-    agent = Agent(project_id=project.id, name=name, name_key=name_key(name),
-                  params=data.get("params") or {},
+    params = data.get("params") or {}
+    require_params_within(params, current_app.config["PARAMS_MAX_BYTES"], f"agent '{name}'")
+    agent = Agent(project_id=project.id, name=name, name_key=name_key(name), params=params,
                   **{f: data.get(f) for f in SCALAR_FIELDS + DICT_FIELDS})
     _check_model(project, agent)
     with db.session.no_autoflush:
@@ -131,6 +134,8 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
                 setattr(agent, field, data[field])
         if data.get("params") is not None:
             agent.params = merge(agent.params, data["params"])
+            require_params_within(agent.params, current_app.config["PARAMS_MAX_BYTES"],
+                                  f"agent '{agent.name}'")
         for field in DICT_FIELDS:
             if data.get(field) is not None:
                 setattr(agent, field, keep_masked(getattr(agent, field), data[field]))

@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import Select, Text, bindparam, cast, select
 
 from ..errors import (
@@ -15,6 +16,7 @@ from ..errors import (
 )
 from ..extensions import db
 from ..rules.names import is_id, lookup_key, name_key, ref_value, validate_name
+from ..rules.params import require_params_within
 from ..rules.secrets import mask_json_text, merge
 from ..store import Agent, AgentSkill, Project, Skill
 from . import access, audit
@@ -116,6 +118,10 @@ def _check_params(skill_type: str, params: dict[str, Any]) -> None:
                             errors={"skill": {"params": errors}})
 
 
+def _check_size(name: str, params: dict[str, Any]) -> None:
+    require_params_within(params, current_app.config["PARAMS_MAX_BYTES"], f"skill '{name}'")
+
+
 def _check_source(params: dict[str, Any]) -> None:
     # A skill must not become a way to a data source its author may not query.
     if isinstance(params.get("database"), str):
@@ -127,6 +133,7 @@ def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     name = validate_name("skill", data["name"])
     params = data.get("params") or {}
     _check_params(data["type"], params)
+    _check_size(name, params)
     _check_source(params)
     skill = Skill(project_id=project.id, name=name, name_key=name_key(name),
                   type=data["type"], params=params)
@@ -168,6 +175,7 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
         skill.type = data["type"]
     if data.get("params") is not None:
         skill.params = merge(skill.params, data["params"])
+        _check_size(skill.name, skill.params)
     _check_params(skill.type, skill.params)
     _check_source(skill.params)
     audit.record_change("skill", "update", f"{project.name}.{skill.name}", before,

@@ -31,7 +31,7 @@ from ..extensions import db
 from ..rules.names import PROJECT_TABLES, name_key, validate_name
 from ..schemas.models import TrainingOptions
 from ..sql.errors import SqlError
-from ..sql.execute import fetch_rows
+from ..sql.execute import fetch_rows, query_columns
 from ..sql.gate import gate
 from ..sql.sources import SourceRegistry
 from ..store import MLModel
@@ -107,6 +107,8 @@ def retrain_model(spec: RetrainSpec) -> MLModel:
     trains at a time: a second RETRAIN while one runs → 409.
     """
     project = get_project(spec.project, "write")
+    if spec.query is not None:
+        _check_new_query(project, spec)
     # Orphans first (their commit would end the row locks taken next).
     recover_orphans(list(db.session.scalars(select(MLModel).where(
         MLModel.project_id == project.id, MLModel.name_key == name_key(spec.name),
@@ -135,6 +137,20 @@ def retrain_model(spec: RetrainSpec) -> MLModel:
     commit(taken_or_gone(project, lambda: ModelBusy(
         f"Model '{name}' is already training a new version", model=name)))
     return _launch(model)
+
+
+def _check_new_query(project: Any, spec: RetrainSpec) -> None:
+    """The new training query checked as CREATE MODEL's is, before any lock is taken: the
+    data source is asked for its columns, which the store's locks must not wait for."""
+    base = find_model(project.id, spec.name, spec.version)
+    if base is None:
+        raise ModelNotFound(spec.name if spec.version is None else
+                            f"{spec.name}.{spec.version}", project.name)
+    source = _source_name(TrainingSpec(project=spec.project, name=base.name,
+                                       target=base.predict, query=spec.query or "",
+                                       source=spec.source))
+    check_training_query(source, spec.query or "",
+                         (base.training_options or {}).get("target", base.predict))
 
 
 def _base_version(versions: list[MLModel], spec: RetrainSpec) -> MLModel:
@@ -257,12 +273,15 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
     source = _source_name(spec)
     # The training query runs later, in the background, without the caller: check now.
     access.require_source(source)
-    if spec.replace:
-        delete_versions(project.id, name)
-    elif spec.if_not_exists:
+    if spec.if_not_exists and not spec.replace:
         existing = find_model(project.id, name, None)
         if existing is not None:
             return existing, False
+    # Before anything is written (OR REPLACE's delete too): a query that cannot train is
+    # refused here, not recorded as a model in status error.
+    check_training_query(source, spec.query, spec.target)
+    if spec.replace:
+        delete_versions(project.id, name)
 
     model = MLModel(project_id=project.id, name=name, name_key=name_key(name),
                     version=1, active=True, status="generating", predict=spec.target,
@@ -300,6 +319,27 @@ def _source_name(spec: TrainingSpec) -> str:
                             f"sources: {', '.join(registry.names()) or 'none'}",
                             title="Unknown data source")
     return source.name
+
+
+def check_training_query(source: str, query: str, target: str) -> None:
+    """422 unless ``query`` is a read statement the caller may run on ``source`` and returns
+    the column ``target``. Only the query's columns are read (``query_columns``), through
+    the caller's view of the data sources, as POST /api/sql/query would run it."""
+    try:
+        columns = query_columns(source, query, registry=access.queryable_sources(),
+                                timeout_s=current_app.config["SQL_TIMEOUT_S"])
+    except SqlError as exc:
+        raise Unprocessable(f"The training query cannot be run: {exc.message}",
+                            title="Invalid training query") from None
+    # As training finds it: the exact name, or the one name that differs only in case
+    # (PostgreSQL folds unquoted names to lower case).
+    if target not in columns and \
+            len([c for c in columns if c.lower() == target.lower()]) != 1:
+        listed = ", ".join(columns) or "none"
+        message = (f"Column '{target}' (the PREDICT target) is not among the columns the "
+                   f"training query returns: {listed}")
+        raise Unprocessable(message, title="Unknown PREDICT column",
+                            errors={"predict": [message]})
 
 
 def _qualified_source(query: str, registry: SourceRegistry) -> str:

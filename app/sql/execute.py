@@ -478,3 +478,28 @@ def fetch_rows(source: str, select_sql: str, *, max_rows: int, timeout_s: float 
                        f"The query returns more than {max_rows} rows; narrow it down "
                        f"(WHERE, LIMIT)")
     return result.columns, [tuple(r) for r in result.rows]
+
+
+def query_columns(source: str | None, select_sql: str, *, registry: SourceRegistry,
+                  timeout_s: float | None = None) -> list[str]:
+    """The names of the columns ``select_sql`` returns on data source ``source``, without
+    reading its rows; raises SqlError as running it would (gate, grants, unknown table …).
+
+    The gated statement is wrapped in ``SELECT * FROM (…) LIMIT 0``, gated again and run on
+    the read-only path: the database plans it and describes the result, and stops before
+    the first row (PostgreSQL's Limit node, MariaDB's "zero limit" and SQLite's limit
+    counter all skip the scan), so a query over millions of rows answers at once.
+    """
+    data_source = registry.require(source) if source is not None else None
+    gated = gate(select_sql, registry, data_source.name if data_source else None)
+    target = gated.source or data_source
+    if target is None:
+        raise SqlError(ErrorCode.UNKNOWN_TABLE, "The query names no data source")
+    bind_params(None, gated.param_names)  # a :name has no value here: MISSING_PARAMETER
+    # The inner text is the gate's rendering (one statement, no comments): it cannot close
+    # the parentheses early or comment out the LIMIT.
+    probe = gate(f"SELECT * FROM ({gated.sql}) AS quarry_columns LIMIT 0", registry,
+                 target.name)
+    result = run_statement(probe.source or target, probe.sql, None, probe.param_names,
+                           timeout_s=effective_timeout(target, timeout_s), max_rows=0)
+    return result.columns

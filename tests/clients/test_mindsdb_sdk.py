@@ -135,6 +135,16 @@ def test_models(url):
     assert record["data_source"] == "demo"
     project.models.drop("bare_m")
 
+    # A PREDICT column the query does not return, or a query that writes: refused at once,
+    # with the query's columns listed, and no model left behind in status error.
+    with pytest.raises(RuntimeError, match="'nosuch'.*sepal_length, sepal_width"):
+        project.models.create("bad_m", predict="nosuch", query="SELECT * FROM iris",
+                              database="demo")
+    with pytest.raises(RuntimeError, match="DELETE is refused"):
+        project.models.create("bad_m", predict="species", query="DELETE FROM iris",
+                              database="demo")
+    assert [m.name for m in project.models.list()] == ["iris_m"]
+
     project.models.drop("iris_m")
     assert project.models.list() == []
     with pytest.raises(RuntimeError, match="iris_m"):

@@ -99,9 +99,9 @@ def test_inactive_retrain_then_set_active_and_drop_rules(trained):
 
 def test_failed_retrain_leaves_the_active_version_serving(trained):
     p1 = trained
-    # The gate accepts the query, but without the target column training fails.
-    answer = sql(p1, "RETRAIN p1.m FROM demo (SELECT sepal_length, sepal_width FROM iris) "
-                     "USING join_learn_process = true")
+    # The query is checked and accepted, but its target is constant: training fails.
+    answer = sql(p1, "RETRAIN p1.m FROM demo (SELECT sepal_length, sepal_width, 'x' AS "
+                     "species FROM iris) USING join_learn_process = true")
     assert answer["type"] == "error", answer
     found = versions(p1)
     assert found[2]["status"] == "error" and found[2]["active"] is False
