@@ -58,11 +58,12 @@ def env(tmp_path_factory, sqlite_template, broker) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def workers(env, tmp_path_factory) -> Iterator[None]:
-    """Two workers on the shared store and queue, for the tests that take them as they are."""
+def workers(env, tmp_path_factory) -> Iterator[Path]:
+    """Two workers on the shared store and queue, for the tests that take them as they are;
+    the folder of their logs."""
     logs = tmp_path_factory.mktemp("celery-logs")
     with worker(env, "w1", logs), worker(env, "w2", logs):
-        yield
+        yield logs
 
 
 def web_app(env: dict[str, str]):
@@ -131,7 +132,7 @@ def test_a_worker_trains_and_the_web_process_does_not(web, workers):
     assert app.extensions["quarry.trainer"]._pool is None  # no training thread ever started
     # A prefork child is a daemon process, where joblib's process pools cannot start:
     # scikit-learn then warned once per estimator fitted. The log holds what matters only.
-    log = (tmp_path / "w1.log").read_text()
+    log = "".join((workers / f"{name}.log").read_text() for name in ("w1", "w2"))
     assert "model version" in log and "trained" in log, log
     assert "Loky-backed" not in log and "n_jobs=1" not in log, log
 
