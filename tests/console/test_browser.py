@@ -121,6 +121,35 @@ def test_tabs_survive_a_reload(browser, console_server):
     assert "SELECT 42 AS answer" in editor(browser).text
 
 
+def editor_focused(driver) -> bool:
+    """Whether the keyboard's focus is in the editor's text (inside its shadow root)."""
+    return driver.execute_script(
+        "const host = document.querySelector('[data-testid=editor]');"
+        "return document.activeElement === host"
+        " && host.shadowRoot.activeElement?.classList.contains('cm-content') === true")
+
+
+def test_a_click_anywhere_in_the_editor_box_puts_the_caret_in_the_editor(
+        browser, console_server):
+    sign_in(browser, console_server["url"])
+    type_sql(browser, "SELECT 1 AS one")
+    box = css(browser, "[data-testid=editor]")
+    assert box.rect["height"] >= 100
+    # After a run from the Run button, a click in the box's empty part, well below the one
+    # line of text (offsets are from the box's centre), on the left and on the right.
+    for x, below_the_text in ((0, box.rect["height"] // 2 - 6), (300, box.rect["height"] // 4)):
+        css(browser, "[data-testid=run]").click()
+        WebDriverWait(browser, 30).until(lambda d: status_text(d).startswith("1 row"))
+        assert not editor_focused(browser)
+        ActionChains(browser).move_to_element_with_offset(box, x, below_the_text).click().perform()
+        assert editor_focused(browser), f"a click {below_the_text}px below the box's middle"
+    # Ctrl+A selects the editor's text, not the page: typing replaces exactly that text.
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL).perform()
+    assert "Export CSV" not in browser.execute_script("return document.getSelection().toString()")
+    ActionChains(browser).send_keys("SELECT 2 AS two").perform()
+    assert editor(browser).text == "SELECT 2 AS two"
+
+
 def test_a_hundred_thousand_rows_scroll(browser, console_server):
     sign_in(browser, console_server["url"])
     type_sql(browser, "SELECT id, label, value FROM big.numbers ORDER BY id")

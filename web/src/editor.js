@@ -38,9 +38,20 @@ function languageFor(schema) {
 // CodeMirror writes its styles at run time. In a document it would add a <style> element,
 // which the console's Content-Security-Policy (style-src 'self') refuses; inside a shadow
 // root it uses a constructed style sheet (adoptedStyleSheets), which the policy allows.
+//
+// The editable area fills the whole box: a click anywhere in it, even far below a one-line
+// statement, lands on the text and puts the caret there. Were the text shorter than the box,
+// a click under it would land on the page, and Ctrl+A would then select the whole page.
+// So the box's height bounds live here, on the editor itself, and its text and gutter are
+// at least as tall as the box; past the maximum, the editor's own scroller scrolls.
+const MIN_HEIGHT = '120px';
 const look = EditorView.theme({
-  '&': { minHeight: '120px', fontSize: '13px', backgroundColor: '#fff' },
-  '.cm-scroller': { fontFamily: 'ui-monospace, SFMono-Regular, Menlo, monospace' },
+  '&': { minHeight: MIN_HEIGHT, maxHeight: '40vh', fontSize: '13px', backgroundColor: '#fff' },
+  '.cm-scroller': {
+    fontFamily: 'ui-monospace, SFMono-Regular, Menlo, monospace',
+    flex: '1 1 auto', minHeight: '0', height: 'auto', overflow: 'auto',
+  },
+  '.cm-content, .cm-gutter': { minHeight: MIN_HEIGHT },
   '&.cm-focused': { outline: 'none' },
 });
 
