@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import sqlite3
 import time
 
@@ -150,11 +151,29 @@ def test_a_click_anywhere_in_the_editor_box_puts_the_caret_in_the_editor(
     assert editor(browser).text == "SELECT 2 AS two"
 
 
+def test_the_status_line_after_a_table_an_ok_and_an_error(browser, console_server):
+    sign_in(browser, console_server["url"])
+    type_sql(browser, "SELECT * FROM demo.iris")
+    run(browser)
+    assert re.fullmatch(r"150 rows in \d+ ms", status_text(browser)), status_text(browser)
+    type_sql(browser, "SELECT 1 AS one")
+    run(browser)
+    assert re.fullmatch(r"1 row in \d+ ms", status_text(browser)), status_text(browser)
+    type_sql(browser, "CREATE PROJECT console_status")
+    run(browser)
+    assert re.fullmatch(r"OK in \d+ ms", status_text(browser)), status_text(browser)
+    type_sql(browser, "SELECT nope FROM demo.iris")
+    run(browser)
+    assert status_text(browser) == ("Error 15: The statement failed on data source 'demo': "
+                                    "no such column: nope\nSELECT nope FROM demo.iris")
+    api(console_server, "POST", "/api/sql/query", json={"query": "DROP PROJECT console_status"})
+
+
 def test_a_hundred_thousand_rows_scroll(browser, console_server):
     sign_in(browser, console_server["url"])
     type_sql(browser, "SELECT id, label, value FROM big.numbers ORDER BY id")
     run(browser, timeout=60)
-    assert status_text(browser).startswith(f"{BIG_ROWS:,} rows")
+    assert re.fullmatch(f"{BIG_ROWS:,} rows in \\d+ ms", status_text(browser)), status_text(browser)
     drawn = browser.execute_script(
         "return performance.getEntriesByName('quarry:grid').at(-1).duration")
     assert drawn < 1000, f"rendering {BIG_ROWS} rows took {drawn:.0f} ms"
@@ -218,8 +237,10 @@ def test_stop_cancels_in_the_database(browser, console_server):
     while sleeping():
         assert time.monotonic() < deadline, "the statement still runs after Stop"
         time.sleep(0.2)
-    WebDriverWait(browser, 10).until(lambda d: "error" in d.find_element(
+    # The status line says it was stopped, as asked: not an error of the statement.
+    WebDriverWait(browser, 10).until(lambda d: "cancelled" in d.find_element(
         By.CSS_SELECTOR, "[data-testid=status]").get_attribute("class"))
+    assert re.fullmatch(r"Cancelled after \d+\.\d s", status_text(browser)), status_text(browser)
 
 
 def test_train_a_model_and_see_its_importances(browser, console_server):
@@ -494,7 +515,7 @@ def test_history_keeps_what_any_client_ran_and_runs_it_again(browser, console_se
     reference_shot(browser, "history")
     row = css(browser, f"table[data-testid=history] tr[data-id='{entry['id']}']")
     row.find_element(By.CSS_SELECTOR, "button.rerun").click()
-    WebDriverWait(browser, 20).until(lambda d: status_text(d).startswith("1 rows"))
+    WebDriverWait(browser, 20).until(lambda d: status_text(d).startswith("1 row in"))
     assert statement in editor(browser).text
     # Run again from the page: the server kept that one too.
     wait_for(lambda: len(kept()) == 2, what="the second run in the history")
