@@ -457,6 +457,26 @@ def test_a_postgres_database_is_connected_tested_and_browsed(browser, console_se
     assert api(console_server, "DELETE", "/api/databases/console_pg").status_code == 204
 
 
+def in_view(driver, element) -> bool:
+    return driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect();"
+        "return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight", element)
+
+
+def test_a_databases_tables_show_where_the_person_looks(browser, console_server):
+    sign_in(browser, console_server["url"])
+    show(browser, "databases")
+    row = visible(browser, "table[data-testid=databases] tr[data-name=demo]")
+    row.find_element(By.CSS_SELECTOR, "button.browse").click()
+    table = visible(browser, "[data-testid=tables] details[data-table=iris]")
+    assert css(browser, "[data-testid=tables] h3").text == "Tables of demo"
+    # Seen without scrolling: the button shows something.
+    assert in_view(browser, table), "the tables are drawn off screen"
+    table.find_element(By.TAG_NAME, "summary").click()
+    assert [td.text for td in table.find_elements(By.CSS_SELECTOR, "td")][::2] == [
+        "sepal_length", "sepal_width", "petal_length", "petal_width", "species"]
+
+
 def test_a_saved_query_is_found_and_run_again(browser, console_server):
     assert api(console_server, "POST", "/api/console/projects/mindsdb/saved", json={
         "name": "unrelated", "statement": "SELECT 1"}).status_code == 201

@@ -71,8 +71,10 @@ export function databasesView(state) {
     },
   }, 'Test connection');
   form.querySelector('.actions').append(test);
-  const el = h('section', { class: 'databases' }, h('h2', {}, 'Databases'), list,
-    h('h3', {}, 'Connect a database'), form, outcome, tables);
+  // A database's tables come right under the list whose Tables button shows them (below the
+  // form they were drawn off screen, and the button seemed to do nothing).
+  const el = h('section', { class: 'databases' }, h('h2', {}, 'Databases'), list, tables,
+    h('h3', {}, 'Connect a database'), form, outcome);
 
   async function shown() {
     const databases = await get('/api/databases');
@@ -97,6 +99,7 @@ export function databasesView(state) {
 
   async function browse(name) {
     clear(tables).append(h('h3', {}, `Tables of ${name}`));
+    tables.scrollIntoView({ block: 'nearest' });
     try {
       const [found, schema] = await Promise.all([get(`/api/databases/${enc(name)}/tables`),
         get(`/api/console/schema?database=${enc(name)}`)]);
