@@ -151,21 +151,35 @@ def test_a_click_anywhere_in_the_editor_box_puts_the_caret_in_the_editor(
     assert editor(browser).text == "SELECT 2 AS two"
 
 
-def test_the_status_line_after_a_table_an_ok_and_an_error(browser, console_server):
+def grid_shown(driver) -> bool:
+    return css(driver, "[data-testid=grid]").is_displayed()
+
+
+def test_the_status_line_and_the_grid_after_a_table_an_ok_and_an_error(
+        browser, console_server):
     sign_in(browser, console_server["url"])
+    assert not grid_shown(browser)  # nothing run yet: no empty table
     type_sql(browser, "SELECT * FROM demo.iris")
     run(browser)
     assert re.fullmatch(r"150 rows in \d+ ms", status_text(browser)), status_text(browser)
+    assert grid_shown(browser) and "species" in css(browser, ".grid-header").text
     type_sql(browser, "SELECT 1 AS one")
     run(browser)
     assert re.fullmatch(r"1 row in \d+ ms", status_text(browser)), status_text(browser)
     type_sql(browser, "CREATE PROJECT console_status")
     run(browser)
     assert re.fullmatch(r"OK in \d+ ms", status_text(browser)), status_text(browser)
+    assert not grid_shown(browser)
     type_sql(browser, "SELECT nope FROM demo.iris")
     run(browser)
     assert status_text(browser) == ("Error 15: The statement failed on data source 'demo': "
                                     "no such column: nope\nSELECT nope FROM demo.iris")
+    assert not grid_shown(browser)
+    # A table of no rows still shows its columns.
+    type_sql(browser, "SELECT * FROM demo.iris WHERE species = 'none'")
+    run(browser)
+    assert re.fullmatch(r"0 rows in \d+ ms", status_text(browser)), status_text(browser)
+    assert grid_shown(browser) and "species" in css(browser, ".grid-header").text
     api(console_server, "POST", "/api/sql/query", json={"query": "DROP PROJECT console_status"})
 
 

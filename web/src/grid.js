@@ -38,11 +38,14 @@ export class Grid {
     this.spacer.append(this.body);
     this.viewport.append(this.header, this.spacer);
     host.append(this.viewport);
+    // No result, no grid: an empty box with a lone '#' header read as a broken table.
+    host.hidden = true;
     this.viewport.addEventListener('scroll', () => this.paint(), { passive: true });
     new ResizeObserver(() => this.paint()).observe(this.viewport);
   }
 
   show(columns, rows) {
+    this.host.hidden = columns.length === 0;  // first: the rows in view need its height
     this.columns = columns.map((name, i) => ({ name, type: columnType(rows, i) }));
     this.rows = rows;
     this.widths = this.columns.map((c, i) => this.measure(c, i));
