@@ -151,6 +151,25 @@ def test_a_click_anywhere_in_the_editor_box_puts_the_caret_in_the_editor(
     assert editor(browser).text == "SELECT 2 AS two"
 
 
+def test_running_closes_the_completion_list(browser, console_server):
+    sign_in(browser, console_server["url"])
+    WebDriverWait(browser, 15).until(lambda d: d.find_elements(
+        By.CSS_SELECTOR, "select[data-testid=db] option[value=demo]"))
+    type_sql(browser, "SELECT * FROM demo.iri")
+    editor(browser, ".cm-tooltip-autocomplete")  # the list is open ...
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(Keys.CONTROL) \
+        .perform()
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(
+        By.CSS_SELECTOR, "[data-testid=status]").get_attribute("class") != "status running")
+    assert status_text(browser).startswith("Error 6: ")  # ... the text ran as typed ...
+    host = css(browser, "[data-testid=editor]")
+    assert not host.shadow_root.find_elements(By.CSS_SELECTOR, ".cm-tooltip-autocomplete")
+    # ... and Enter now starts a new line instead of taking the old list's choice.
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    lines = host.shadow_root.find_elements(By.CSS_SELECTOR, ".cm-line")
+    assert [line.text for line in lines] == ["SELECT * FROM demo.iri", ""]
+
+
 def grid_shown(driver) -> bool:
     return css(driver, "[data-testid=grid]").is_displayed()
 

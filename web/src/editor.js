@@ -1,7 +1,7 @@
 // The SQL editor: CodeMirror 6 with SQL highlighting and completion of data sources,
 // tables, columns, projects and models (from GET /api/console/schema).
 
-import { autocompletion, closeBrackets, completionKeymap } from '@codemirror/autocomplete';
+import { autocompletion, closeBrackets, closeCompletion, completionKeymap } from '@codemirror/autocomplete';
 import { defaultKeymap, history, historyKeymap } from '@codemirror/commands';
 import { MySQL, sql } from '@codemirror/lang-sql';
 import { bracketMatching, defaultHighlightStyle, syntaxHighlighting } from '@codemirror/language';
@@ -60,7 +60,9 @@ export function createEditor(host, { doc, onRun, onChange }) {
   const parent = document.createElement('div');
   shadow.append(parent);
   const runKeys = keymap.of([
-    { key: 'Mod-Enter', preventDefault: true, run: () => { onRun(); return true; } },
+    // An open completion list is of the text before the run: left open over the editor, the
+    // next Enter would put its stale choice in.
+    { key: 'Mod-Enter', preventDefault: true, run: (v) => { closeCompletion(v); onRun(); return true; } },
   ]);
   const view = new EditorView({
     parent,
