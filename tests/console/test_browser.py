@@ -202,6 +202,24 @@ def test_the_status_line_and_the_grid_after_a_table_an_ok_and_an_error(
     api(console_server, "POST", "/api/sql/query", json={"query": "DROP PROJECT console_status"})
 
 
+def cut_cells(driver) -> list[str]:
+    """The texts of the grid's cells drawn now that are wider than their cell."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('.grid-row .cell')]"
+        ".filter((c) => c.scrollWidth > c.clientWidth).map((c) => c.textContent)")
+
+
+def test_a_value_cut_by_its_column_shows_whole_on_hover(browser, console_server):
+    long = "word " * 120
+    sign_in(browser, console_server["url"])
+    type_sql(browser, f"SELECT 'short' AS a, '{long}' AS b")
+    run(browser)
+    short, cut = browser.find_elements(By.CSS_SELECTOR, ".grid-row .cell:not(.rownum)")
+    assert cut_cells(browser) == [long]  # wider than a column may be ...
+    assert cut.get_attribute("title") == long  # ... it is all there on hover
+    assert not short.get_attribute("title")
+
+
 def test_a_hundred_thousand_rows_scroll(browser, console_server):
     sign_in(browser, console_server["url"])
     type_sql(browser, "SELECT id, label, value FROM big.numbers ORDER BY id")
@@ -217,6 +235,9 @@ def test_a_hundred_thousand_rows_scroll(browser, console_server):
     browser.execute_script("arguments[0].scrollTop = arguments[0].scrollHeight", grid)
     WebDriverWait(browser, 5).until(lambda d: f"row {BIG_ROWS}" in grid.text)
     assert len(browser.find_elements(By.CSS_SELECTOR, ".grid-row")) < 100
+    # The last rows' values fit their columns: the widths are not those of the first rows
+    # only ('row 99999' and the row number 100000 were cut to 'row 999…' and '100…').
+    assert cut_cells(browser) == []
     reference_shot(browser, "rows")
 
 
