@@ -323,6 +323,14 @@ def test_train_a_model_and_see_its_importances(browser, console_server):
     labels = [t.text for t in chart.find_elements(By.CSS_SELECTOR, "text.chart-label")]
     assert labels == sorted(expected, key=expected.get, reverse=True)
     assert css(browser, "table[data-testid=candidates]").text.count("yes") == 1
+    # How it was measured, in words from describe's info (it read 'undefined training rows').
+    info = api(console_server, "GET", "/api/projects/mindsdb/models/console_iris/describe",
+               params={"attribute": "info"}).json()[0]
+    ((metric, score),) = info["accuracies"].items()
+    assert css(browser, "[data-testid=model-summary]").text == (
+        f"classification, {info['evaluation']['method']}: {metric} {score} on "
+        f"{info['evaluation']['rows_scored']} rows scored; the stored model learned from "
+        f"{info['final_model_rows']} rows.")
     # The predict form comes from the model's inputs.
     form = css(browser, "form[data-testid=predict-form]")
     for name, value in (("sepal_length", "5.1"), ("sepal_width", "3.5"),
