@@ -94,6 +94,8 @@ export function projectsView(state) {
       fields: inputs.map((name) => ({ name, label: name })),
       onSubmit: async (values) => {
         const row = Object.fromEntries(Object.entries(values).filter(([, v]) => v !== ''));
+        // The last answer goes first: kept beside a refused input, it read as that input's.
+        clear(out);
         const [answer] = await post(`/api/projects/${enc(project)}/models/${enc(model.name)}/predict`, { data: [row] });
         clear(out).append(h('strong', {}, `${model.predict}: ${cellText(answer[model.predict])}`),
           ` (confidence ${cellText(answer[`${model.predict}_confidence`])})`);
