@@ -111,6 +111,21 @@ def test_sign_in_complete_a_table_and_run(browser, console_server):
     assert history[0]["outcome"] == "error" and history[1]["row_count"] == 7
 
 
+def test_the_browser_knows_which_password_is_the_sign_in(browser, console_server):
+    browser.get(console_server["url"] + "/")
+    form = visible(browser, "form[data-testid=sign-in]")
+    assert [form.find_element(By.NAME, n).get_attribute("autocomplete")
+            for n in ("username", "password")] == ["username", "current-password"]
+    # Chromium said so in its log for every sign-in page.
+    assert not [e for e in browser.get_log("browser") if "autocomplete" in e["message"]]
+    sign_in(browser, console_server["url"])
+    show(browser, "databases")
+    # A database's account: the saved sign-in must not be filled into it.
+    form = visible(browser, "form[data-testid=database-form]")
+    assert [form.find_element(By.NAME, n).get_attribute("autocomplete")
+            for n in ("user", "password")] == ["off", "new-password"]
+
+
 def test_tabs_survive_a_reload(browser, console_server):
     sign_in(browser, console_server["url"])
     css(browser, "[data-testid=new-tab]").click()

@@ -24,7 +24,13 @@ export function databasesView(state) {
     fields: [
       { name: 'name', label: 'Name' },
       { name: 'engine', label: 'Engine', kind: 'select', options: Object.keys(ENGINE_FIELDS) },
-      ...parameterNames.map((name) => ({ name, label: LABELS[name] || name[0].toUpperCase() + name.slice(1), kind: name === 'password' ? 'password' : 'text' })),
+      // A database's account, not the console's: the browser must not fill in the Quarry
+      // sign-in it saved.
+      ...parameterNames.map((name) => ({
+        name, label: LABELS[name] || name[0].toUpperCase() + name.slice(1),
+        kind: name === 'password' ? 'password' : 'text',
+        autocomplete: { password: 'new-password', user: 'off' }[name],
+      })),
     ],
     onSubmit: async (values) => {
       await post('/api/databases', { database: { name: values.name, engine: values.engine, parameters: parameters(values) } });

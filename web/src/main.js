@@ -42,7 +42,8 @@ function signInPage() {
   const { form } = makeForm({
     testid: 'sign-in',
     submitLabel: 'Sign in',
-    fields: [{ name: 'username', label: 'User' }, { name: 'password', label: 'Password', kind: 'password' }],
+    fields: [{ name: 'username', label: 'User', autocomplete: 'username' },
+      { name: 'password', label: 'Password', kind: 'password', autocomplete: 'current-password' }],
     onSubmit: async (values) => {
       await post('/api/login', values);
       shell(true);
