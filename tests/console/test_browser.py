@@ -163,8 +163,11 @@ def test_a_click_anywhere_in_the_editor_box_puts_the_caret_in_the_editor(
     box = css(browser, "[data-testid=editor]")
     assert box.rect["height"] >= 100
     # After a run from the Run button, a click in the box's empty part, well below the one
-    # line of text (offsets are from the box's centre), on the left and on the right.
-    for x, below_the_text in ((0, box.rect["height"] // 2 - 6), (300, box.rect["height"] // 4)):
+    # line of text (offsets are from the box's centre), in the middle, on the right and on
+    # the line numbers' column.
+    gutter = 10 - box.rect["width"] // 2
+    for x, below_the_text in ((0, box.rect["height"] // 2 - 6), (300, box.rect["height"] // 4),
+                              (gutter, box.rect["height"] // 2 - 6)):
         css(browser, "[data-testid=run]").click()
         WebDriverWait(browser, 30).until(lambda d: status_text(d).startswith("1 row"))
         assert not editor_focused(browser)

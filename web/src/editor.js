@@ -89,6 +89,20 @@ export function createEditor(host, { doc, onRun, onChange }) {
       ],
     }),
   });
+  // The line numbers are in the box too, but CodeMirror leaves a click on them to the page.
+  // It puts the caret at the start of the line clicked, or at the end below the last line.
+  // (Only there: a press on the scroller's own bar must still drag it.)
+  view.dom.addEventListener('mousedown', (event) => {
+    const gutters = view.dom.querySelector('.cm-gutters');
+    if (event.button !== 0 || !(event.target === view.dom || gutters?.contains(event.target))) return;
+    event.preventDefault();
+    const end = view.state.doc.length;
+    const below = event.clientY > (view.coordsAtPos(end)?.bottom ?? -Infinity);
+    const left = view.contentDOM.getBoundingClientRect().left + 1;
+    const pos = below ? end : view.posAtCoords({ x: left, y: event.clientY }, false);
+    view.focus();
+    view.dispatch({ selection: { anchor: pos } });
+  });
   return {
     view,
     setSchema(schema) { view.dispatch({ effects: language.reconfigure(languageFor(schema)) }); },
