@@ -272,7 +272,7 @@ function sqlView() {
     if (!lastRun) return;
     const response = await fetch('/api/sql/query', {
       method: 'POST', credentials: 'same-origin',
-      headers: { 'Content-Type': 'application/json', 'X-Quarry-CSRF': '1' },
+      headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ query: lastRun.text, context: lastRun.db ? { db: lastRun.db } : {}, response_format: format }),
     });
     const blob = await response.blob();
