@@ -20,3 +20,12 @@ def test_every_environment_variable_read_is_a_documented_setting():
     for path in [*ROOT.joinpath("app").rglob("*.py"), ROOT / "gunicorn.conf.py"]:
         used |= set(re.findall(r"QUARRY_[A-Z_]+[A-Z]", path.read_text()))
     assert used <= names, used - names
+
+
+def test_the_readme_sends_readers_to_the_address_quarry_serves():
+    # The console's address once pointed at port 8000, where nothing listens: it must be
+    # the address gunicorn binds by default (`make serve`).
+    (bind,) = [s.default for s in SETTINGS if s.name == "BIND"]
+    readme = (ROOT / "README.md").read_text()
+    console = re.search(r"serves a web console at <(http://[^>]+)>", readme)
+    assert console and console.group(1) == f"http://{bind}/"

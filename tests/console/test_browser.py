@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import sqlite3
 import time
 
@@ -46,9 +47,28 @@ def editor(driver, selector: str = ".cm-content", timeout: float = 15):
         lambda _: host.shadow_root.find_elements(By.CSS_SELECTOR, selector))[0]
 
 
-def type_sql(driver, text: str) -> None:
+def editor_focused(driver) -> bool:
+    """Whether the keyboard's focus is in the editor's text (inside its shadow root)."""
+    return driver.execute_script(
+        "const host = document.querySelector('[data-testid=editor]');"
+        "return document.activeElement === host"
+        " && host.shadowRoot.activeElement?.classList.contains('cm-content') === true")
+
+
+def focus_editor(driver):
+    """Click into the editor unless it has the focus; its text element."""
     content = editor(driver)
-    content.click()
+    if not editor_focused(driver):
+        # On the first line: the text fills the box, and the middle of the box may be under
+        # the completion list.
+        ActionChains(driver).move_to_element_with_offset(
+            content, 8 - content.rect["width"] // 2, 8 - content.rect["height"] // 2) \
+            .click().perform()
+    return content
+
+
+def type_sql(driver, text: str) -> None:
+    content = focus_editor(driver)
     ActionChains(driver).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL) \
         .send_keys(Keys.DELETE).perform()
     assert content.text.strip() == ""
@@ -56,7 +76,7 @@ def type_sql(driver, text: str) -> None:
 
 
 def run(driver, timeout: float = 30) -> None:
-    editor(driver).click()
+    focus_editor(driver)
     ActionChains(driver).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(Keys.CONTROL).perform()
     WebDriverWait(driver, timeout).until(lambda d: d.find_element(
         By.CSS_SELECTOR, "[data-testid=status]").get_attribute("class") != "status running")
@@ -110,6 +130,21 @@ def test_sign_in_complete_a_table_and_run(browser, console_server):
     assert history[0]["outcome"] == "error" and history[1]["row_count"] == 7
 
 
+def test_the_browser_knows_which_password_is_the_sign_in(browser, console_server):
+    browser.get(console_server["url"] + "/")
+    form = visible(browser, "form[data-testid=sign-in]")
+    assert [form.find_element(By.NAME, n).get_attribute("autocomplete")
+            for n in ("username", "password")] == ["username", "current-password"]
+    # Chromium said so in its log for every sign-in page.
+    assert not [e for e in browser.get_log("browser") if "autocomplete" in e["message"]]
+    sign_in(browser, console_server["url"])
+    show(browser, "databases")
+    # A database's account: the saved sign-in must not be filled into it.
+    form = visible(browser, "form[data-testid=database-form]")
+    assert [form.find_element(By.NAME, n).get_attribute("autocomplete")
+            for n in ("user", "password")] == ["off", "new-password"]
+
+
 def test_tabs_survive_a_reload(browser, console_server):
     sign_in(browser, console_server["url"])
     css(browser, "[data-testid=new-tab]").click()
@@ -121,11 +156,104 @@ def test_tabs_survive_a_reload(browser, console_server):
     assert "SELECT 42 AS answer" in editor(browser).text
 
 
+def test_a_click_anywhere_in_the_editor_box_puts_the_caret_in_the_editor(
+        browser, console_server):
+    sign_in(browser, console_server["url"])
+    type_sql(browser, "SELECT 1 AS one")
+    box = css(browser, "[data-testid=editor]")
+    assert box.rect["height"] >= 100
+    # After a run from the Run button, a click in the box's empty part, well below the one
+    # line of text (offsets are from the box's centre), in the middle, on the right and on
+    # the line numbers' column.
+    gutter = 10 - box.rect["width"] // 2
+    for x, below_the_text in ((0, box.rect["height"] // 2 - 6), (300, box.rect["height"] // 4),
+                              (gutter, box.rect["height"] // 2 - 6)):
+        css(browser, "[data-testid=run]").click()
+        WebDriverWait(browser, 30).until(lambda d: status_text(d).startswith("1 row"))
+        assert not editor_focused(browser)
+        ActionChains(browser).move_to_element_with_offset(box, x, below_the_text).click().perform()
+        assert editor_focused(browser), f"a click {below_the_text}px below the box's middle"
+    # Ctrl+A selects the editor's text, not the page: typing replaces exactly that text.
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL).perform()
+    assert "Export CSV" not in browser.execute_script("return document.getSelection().toString()")
+    ActionChains(browser).send_keys("SELECT 2 AS two").perform()
+    assert editor(browser).text == "SELECT 2 AS two"
+
+
+def test_running_closes_the_completion_list(browser, console_server):
+    sign_in(browser, console_server["url"])
+    WebDriverWait(browser, 15).until(lambda d: d.find_elements(
+        By.CSS_SELECTOR, "select[data-testid=db] option[value=demo]"))
+    type_sql(browser, "SELECT * FROM demo.iri")
+    editor(browser, ".cm-tooltip-autocomplete")  # the list is open ...
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(Keys.CONTROL) \
+        .perform()
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(
+        By.CSS_SELECTOR, "[data-testid=status]").get_attribute("class") != "status running")
+    assert status_text(browser).startswith("Error 6: ")  # ... the text ran as typed ...
+    host = css(browser, "[data-testid=editor]")
+    assert not host.shadow_root.find_elements(By.CSS_SELECTOR, ".cm-tooltip-autocomplete")
+    # ... and Enter now starts a new line instead of taking the old list's choice.
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    lines = host.shadow_root.find_elements(By.CSS_SELECTOR, ".cm-line")
+    assert [line.text for line in lines] == ["SELECT * FROM demo.iri", ""]
+
+
+def grid_shown(driver) -> bool:
+    return css(driver, "[data-testid=grid]").is_displayed()
+
+
+def test_the_status_line_and_the_grid_after_a_table_an_ok_and_an_error(
+        browser, console_server):
+    sign_in(browser, console_server["url"])
+    assert not grid_shown(browser)  # nothing run yet: no empty table
+    type_sql(browser, "SELECT * FROM demo.iris")
+    run(browser)
+    assert re.fullmatch(r"150 rows in \d+ ms", status_text(browser)), status_text(browser)
+    assert grid_shown(browser) and "species" in css(browser, ".grid-header").text
+    type_sql(browser, "SELECT 1 AS one")
+    run(browser)
+    assert re.fullmatch(r"1 row in \d+ ms", status_text(browser)), status_text(browser)
+    type_sql(browser, "CREATE PROJECT console_status")
+    run(browser)
+    assert re.fullmatch(r"OK in \d+ ms", status_text(browser)), status_text(browser)
+    assert not grid_shown(browser)
+    type_sql(browser, "SELECT nope FROM demo.iris")
+    run(browser)
+    assert status_text(browser) == ("Error 15: The statement failed on data source 'demo': "
+                                    "no such column: nope\nSELECT nope FROM demo.iris")
+    assert not grid_shown(browser)
+    # A table of no rows still shows its columns.
+    type_sql(browser, "SELECT * FROM demo.iris WHERE species = 'none'")
+    run(browser)
+    assert re.fullmatch(r"0 rows in \d+ ms", status_text(browser)), status_text(browser)
+    assert grid_shown(browser) and "species" in css(browser, ".grid-header").text
+    api(console_server, "POST", "/api/sql/query", json={"query": "DROP PROJECT console_status"})
+
+
+def cut_cells(driver) -> list[str]:
+    """The texts of the grid's cells drawn now that are wider than their cell."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('.grid-row .cell')]"
+        ".filter((c) => c.scrollWidth > c.clientWidth).map((c) => c.textContent)")
+
+
+def test_a_value_cut_by_its_column_shows_whole_on_hover(browser, console_server):
+    long = "word " * 120
+    sign_in(browser, console_server["url"])
+    type_sql(browser, f"SELECT 'short' AS a, '{long}' AS b")
+    run(browser)
+    short, cut = browser.find_elements(By.CSS_SELECTOR, ".grid-row .cell:not(.rownum)")
+    assert cut_cells(browser) == [long]  # wider than a column may be ...
+    assert cut.get_attribute("title") == long  # ... it is all there on hover
+    assert not short.get_attribute("title")
+
+
 def test_a_hundred_thousand_rows_scroll(browser, console_server):
     sign_in(browser, console_server["url"])
     type_sql(browser, "SELECT id, label, value FROM big.numbers ORDER BY id")
     run(browser, timeout=60)
-    assert status_text(browser).startswith(f"{BIG_ROWS:,} rows")
+    assert re.fullmatch(f"{BIG_ROWS:,} rows in \\d+ ms", status_text(browser)), status_text(browser)
     drawn = browser.execute_script(
         "return performance.getEntriesByName('quarry:grid').at(-1).duration")
     assert drawn < 1000, f"rendering {BIG_ROWS} rows took {drawn:.0f} ms"
@@ -136,6 +264,9 @@ def test_a_hundred_thousand_rows_scroll(browser, console_server):
     browser.execute_script("arguments[0].scrollTop = arguments[0].scrollHeight", grid)
     WebDriverWait(browser, 5).until(lambda d: f"row {BIG_ROWS}" in grid.text)
     assert len(browser.find_elements(By.CSS_SELECTOR, ".grid-row")) < 100
+    # The last rows' values fit their columns: the widths are not those of the first rows
+    # only ('row 99999' and the row number 100000 were cut to 'row 999…' and '100…').
+    assert cut_cells(browser) == []
     reference_shot(browser, "rows")
 
 
@@ -189,8 +320,10 @@ def test_stop_cancels_in_the_database(browser, console_server):
     while sleeping():
         assert time.monotonic() < deadline, "the statement still runs after Stop"
         time.sleep(0.2)
-    WebDriverWait(browser, 10).until(lambda d: "error" in d.find_element(
+    # The status line says it was stopped, as asked: not an error of the statement.
+    WebDriverWait(browser, 10).until(lambda d: "cancelled" in d.find_element(
         By.CSS_SELECTOR, "[data-testid=status]").get_attribute("class"))
+    assert re.fullmatch(r"Cancelled after \d+\.\d s", status_text(browser)), status_text(browser)
 
 
 def test_train_a_model_and_see_its_importances(browser, console_server):
@@ -219,6 +352,14 @@ def test_train_a_model_and_see_its_importances(browser, console_server):
     labels = [t.text for t in chart.find_elements(By.CSS_SELECTOR, "text.chart-label")]
     assert labels == sorted(expected, key=expected.get, reverse=True)
     assert css(browser, "table[data-testid=candidates]").text.count("yes") == 1
+    # How it was measured, in words from describe's info (it read 'undefined training rows').
+    info = api(console_server, "GET", "/api/projects/mindsdb/models/console_iris/describe",
+               params={"attribute": "info"}).json()[0]
+    ((metric, score),) = info["accuracies"].items()
+    assert css(browser, "[data-testid=model-summary]").text == (
+        f"classification, {info['evaluation']['method']}: {metric} {score} on "
+        f"{info['evaluation']['rows_scored']} rows scored; the stored model learned from "
+        f"{info['final_model_rows']} rows.")
     # The predict form comes from the model's inputs.
     form = css(browser, "form[data-testid=predict-form]")
     for name, value in (("sepal_length", "5.1"), ("sepal_width", "3.5"),
@@ -228,6 +369,12 @@ def test_train_a_model_and_see_its_importances(browser, console_server):
     WebDriverWait(browser, 15).until(lambda d: "species:" in d.find_element(
         By.CSS_SELECTOR, "[data-testid=prediction]").text)
     reference_shot(browser, "model")
+    # A refused input: its error beside the field, and no answer left from the last one.
+    form.find_element(By.NAME, "petal_width").clear()
+    form.find_element(By.NAME, "petal_width").send_keys("wide")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    assert "expects a number" in field_error(form, "petal_width")
+    assert css(browser, "[data-testid=prediction]").text == ""
     # The confusion matrix of the out-of-fold predictions: a cell per (actual, predicted).
     info = api(console_server, "GET", "/api/projects/mindsdb/models/console_iris/describe",
                params={"attribute": "info"}).json()[0]
@@ -407,6 +554,26 @@ def test_a_postgres_database_is_connected_tested_and_browsed(browser, console_se
     assert api(console_server, "DELETE", "/api/databases/console_pg").status_code == 204
 
 
+def in_view(driver, element) -> bool:
+    return driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect();"
+        "return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight", element)
+
+
+def test_a_databases_tables_show_where_the_person_looks(browser, console_server):
+    sign_in(browser, console_server["url"])
+    show(browser, "databases")
+    row = visible(browser, "table[data-testid=databases] tr[data-name=demo]")
+    row.find_element(By.CSS_SELECTOR, "button.browse").click()
+    table = visible(browser, "[data-testid=tables] details[data-table=iris]")
+    assert css(browser, "[data-testid=tables] h3").text == "Tables of demo"
+    # Seen without scrolling: the button shows something.
+    assert in_view(browser, table), "the tables are drawn off screen"
+    table.find_element(By.TAG_NAME, "summary").click()
+    assert [td.text for td in table.find_elements(By.CSS_SELECTOR, "td")][::2] == [
+        "sepal_length", "sepal_width", "petal_length", "petal_width", "species"]
+
+
 def test_a_saved_query_is_found_and_run_again(browser, console_server):
     assert api(console_server, "POST", "/api/console/projects/mindsdb/saved", json={
         "name": "unrelated", "statement": "SELECT 1"}).status_code == 201
@@ -465,7 +632,7 @@ def test_history_keeps_what_any_client_ran_and_runs_it_again(browser, console_se
     reference_shot(browser, "history")
     row = css(browser, f"table[data-testid=history] tr[data-id='{entry['id']}']")
     row.find_element(By.CSS_SELECTOR, "button.rerun").click()
-    WebDriverWait(browser, 20).until(lambda d: status_text(d).startswith("1 rows"))
+    WebDriverWait(browser, 20).until(lambda d: status_text(d).startswith("1 row in"))
     assert statement in editor(browser).text
     # Run again from the page: the server kept that one too.
     wait_for(lambda: len(kept()) == 2, what="the second run in the history")

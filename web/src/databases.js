@@ -24,7 +24,13 @@ export function databasesView(state) {
     fields: [
       { name: 'name', label: 'Name' },
       { name: 'engine', label: 'Engine', kind: 'select', options: Object.keys(ENGINE_FIELDS) },
-      ...parameterNames.map((name) => ({ name, label: LABELS[name] || name[0].toUpperCase() + name.slice(1), kind: name === 'password' ? 'password' : 'text' })),
+      // A database's account, not the console's: the browser must not fill in the Quarry
+      // sign-in it saved.
+      ...parameterNames.map((name) => ({
+        name, label: LABELS[name] || name[0].toUpperCase() + name.slice(1),
+        kind: name === 'password' ? 'password' : 'text',
+        autocomplete: { password: 'new-password', user: 'off' }[name],
+      })),
     ],
     onSubmit: async (values) => {
       await post('/api/databases', { database: { name: values.name, engine: values.engine, parameters: parameters(values) } });
@@ -71,8 +77,10 @@ export function databasesView(state) {
     },
   }, 'Test connection');
   form.querySelector('.actions').append(test);
-  const el = h('section', { class: 'databases' }, h('h2', {}, 'Databases'), list,
-    h('h3', {}, 'Connect a database'), form, outcome, tables);
+  // A database's tables come right under the list whose Tables button shows them (below the
+  // form they were drawn off screen, and the button seemed to do nothing).
+  const el = h('section', { class: 'databases' }, h('h2', {}, 'Databases'), list, tables,
+    h('h3', {}, 'Connect a database'), form, outcome);
 
   async function shown() {
     const databases = await get('/api/databases');
@@ -97,6 +105,7 @@ export function databasesView(state) {
 
   async function browse(name) {
     clear(tables).append(h('h3', {}, `Tables of ${name}`));
+    tables.scrollIntoView({ block: 'nearest' });
     try {
       const [found, schema] = await Promise.all([get(`/api/databases/${enc(name)}/tables`),
         get(`/api/console/schema?database=${enc(name)}`)]);

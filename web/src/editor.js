@@ -1,7 +1,7 @@
 // The SQL editor: CodeMirror 6 with SQL highlighting and completion of data sources,
 // tables, columns, projects and models (from GET /api/console/schema).
 
-import { autocompletion, closeBrackets, completionKeymap } from '@codemirror/autocomplete';
+import { autocompletion, closeBrackets, closeCompletion, completionKeymap } from '@codemirror/autocomplete';
 import { defaultKeymap, history, historyKeymap } from '@codemirror/commands';
 import { MySQL, sql } from '@codemirror/lang-sql';
 import { bracketMatching, defaultHighlightStyle, syntaxHighlighting } from '@codemirror/language';
@@ -38,9 +38,20 @@ function languageFor(schema) {
 // CodeMirror writes its styles at run time. In a document it would add a <style> element,
 // which the console's Content-Security-Policy (style-src 'self') refuses; inside a shadow
 // root it uses a constructed style sheet (adoptedStyleSheets), which the policy allows.
+//
+// The editable area fills the whole box: a click anywhere in it, even far below a one-line
+// statement, lands on the text and puts the caret there. Were the text shorter than the box,
+// a click under it would land on the page, and Ctrl+A would then select the whole page.
+// So the box's height bounds live here, on the editor itself, and its text and gutter are
+// at least as tall as the box; past the maximum, the editor's own scroller scrolls.
+const MIN_HEIGHT = '120px';
 const look = EditorView.theme({
-  '&': { minHeight: '120px', fontSize: '13px', backgroundColor: '#fff' },
-  '.cm-scroller': { fontFamily: 'ui-monospace, SFMono-Regular, Menlo, monospace' },
+  '&': { minHeight: MIN_HEIGHT, maxHeight: '40vh', fontSize: '13px', backgroundColor: '#fff' },
+  '.cm-scroller': {
+    fontFamily: 'ui-monospace, SFMono-Regular, Menlo, monospace',
+    flex: '1 1 auto', minHeight: '0', height: 'auto', overflow: 'auto',
+  },
+  '.cm-content, .cm-gutter': { minHeight: MIN_HEIGHT },
   '&.cm-focused': { outline: 'none' },
 });
 
@@ -49,7 +60,9 @@ export function createEditor(host, { doc, onRun, onChange }) {
   const parent = document.createElement('div');
   shadow.append(parent);
   const runKeys = keymap.of([
-    { key: 'Mod-Enter', preventDefault: true, run: () => { onRun(); return true; } },
+    // An open completion list is of the text before the run: left open over the editor, the
+    // next Enter would put its stale choice in.
+    { key: 'Mod-Enter', preventDefault: true, run: (v) => { closeCompletion(v); onRun(); return true; } },
   ]);
   const view = new EditorView({
     parent,
@@ -75,6 +88,20 @@ export function createEditor(host, { doc, onRun, onChange }) {
         }),
       ],
     }),
+  });
+  // The line numbers are in the box too, but CodeMirror leaves a click on them to the page.
+  // It puts the caret at the start of the line clicked, or at the end below the last line.
+  // (Only there: a press on the scroller's own bar must still drag it.)
+  view.dom.addEventListener('mousedown', (event) => {
+    const gutters = view.dom.querySelector('.cm-gutters');
+    if (event.button !== 0 || !(event.target === view.dom || gutters?.contains(event.target))) return;
+    event.preventDefault();
+    const end = view.state.doc.length;
+    const below = event.clientY > (view.coordsAtPos(end)?.bottom ?? -Infinity);
+    const left = view.contentDOM.getBoundingClientRect().left + 1;
+    const pos = below ? end : view.posAtCoords({ x: left, y: event.clientY }, false);
+    view.focus();
+    view.dispatch({ selection: { anchor: pos } });
   });
   return {
     view,

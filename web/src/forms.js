@@ -20,7 +20,8 @@ export function fieldErrors(problem) {
   return found;
 }
 
-// fields: [{name, label, kind: 'text'|'textarea'|'select'|'password', options, value}]
+// fields: [{name, label, kind: 'text'|'textarea'|'select'|'password', options, value,
+//           autocomplete}] — autocomplete tells the browser's password manager what a field is.
 export function makeForm({ fields, submitLabel, onSubmit, testid }) {
   const inputs = {};
   const errors = {};
@@ -33,6 +34,7 @@ export function makeForm({ fields, submitLabel, onSubmit, testid }) {
       input = h('select', { name: f.name }, f.options.map((o) => h('option', { value: o }, o)));
     } else input = h('input', { name: f.name, type: f.kind === 'password' ? 'password' : 'text' });
     if (f.value !== undefined && f.value !== null) input.value = f.value;
+    if (f.autocomplete) input.autocomplete = f.autocomplete;
     inputs[f.name] = input;
     errors[f.name] = h('span', { class: 'field-error', 'data-field': f.name });
     form.append(h('label', { class: 'field' }, h('span', { class: 'label' }, f.label || f.name),

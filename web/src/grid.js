@@ -8,6 +8,23 @@ const ROW_HEIGHT = 24;
 const OVERSCAN = 10;
 const MAX_WIDTH = 360;
 const SAMPLE = 200;
+const CHAR = 8;      // px per character of the grid's 12px monospace, with a little to spare
+const PADDING = 16;  // a cell's padding and border
+
+// The rows whose text sets the columns' widths: the first ones, the last ones and some
+// spread between (values often grow down a result: ids, counters, 'row 99999'), so the
+// widths stay a fixed cost however many rows there are.
+export function sampleRows(count) {
+  if (count <= SAMPLE) return Array.from({ length: count }, (_, i) => i);
+  const picked = new Set();
+  const third = Math.floor(SAMPLE / 3);
+  for (let i = 0; i < third; i++) {
+    picked.add(i);
+    picked.add(count - 1 - i);
+    picked.add(Math.floor((i * count) / third));
+  }
+  return [...picked];
+}
 
 export function columnType(rows, index) {
   let kind = null;
@@ -38,18 +55,24 @@ export class Grid {
     this.spacer.append(this.body);
     this.viewport.append(this.header, this.spacer);
     host.append(this.viewport);
+    // No result, no grid: an empty box with a lone '#' header read as a broken table.
+    host.hidden = true;
     this.viewport.addEventListener('scroll', () => this.paint(), { passive: true });
     new ResizeObserver(() => this.paint()).observe(this.viewport);
   }
 
   show(columns, rows) {
+    this.host.hidden = columns.length === 0;  // first: the rows in view need its height
     this.columns = columns.map((name, i) => ({ name, type: columnType(rows, i) }));
     this.rows = rows;
+    this.sample = sampleRows(rows.length);
     this.widths = this.columns.map((c, i) => this.measure(c, i));
-    const total = this.widths.reduce((a, b) => a + b, 48);
+    // The row numbers' column fits the last one (100000 was cut to '100…' in 48 px).
+    this.rownumWidth = Math.max(48, PADDING + String(rows.length).length * CHAR);
+    const total = this.widths.reduce((a, b) => a + b, this.rownumWidth);
     clear(this.header);
     this.header.style.width = `${total}px`;
-    this.header.append(h('span', { class: 'cell rownum' }, '#'));
+    this.header.append(this.rownum('#'));
     this.columns.forEach((c, i) => {
       const cell = h('span', { class: 'cell', title: `${c.name} (${c.type})` },
         h('span', { class: 'col-name' }, c.name), h('span', { class: 'col-type' }, c.type));
@@ -66,10 +89,16 @@ export class Grid {
   measure(column, index) {
     // Width from the header and a sample of values, in characters: no layout pass per row.
     let chars = Math.max(column.name.length, column.type.length + 2);
-    for (let i = 0; i < this.rows.length && i < SAMPLE; i++) {
+    for (const i of this.sample) {
       chars = Math.max(chars, cellText(this.rows[i][index]).length);
     }
-    return Math.min(MAX_WIDTH, 16 + chars * 8);
+    return Math.min(MAX_WIDTH, PADDING + chars * CHAR);
+  }
+
+  rownum(text) {
+    const cell = h('span', { class: 'cell rownum' }, text);
+    cell.style.width = `${this.rownumWidth}px`;
+    return cell;
   }
 
   paint() {
@@ -84,12 +113,14 @@ export class Grid {
     for (let r = first; r < last; r++) {
       const row = this.rows[r];
       const line = h('div', { class: r % 2 ? 'grid-row odd' : 'grid-row' });
-      line.append(h('span', { class: 'cell rownum' }, r + 1));
+      line.append(this.rownum(r + 1));
       for (let c = 0; c < this.columns.length; c++) {
         const value = row[c];
-        const cell = h('span', { class: value === null ? 'cell null' : `cell ${this.columns[c].type}` },
-          cellText(value));
+        const text = cellText(value);
+        const cell = h('span', { class: value === null ? 'cell null' : `cell ${this.columns[c].type}` }, text);
         cell.style.width = `${this.widths[c]}px`;
+        // A value wider than its column is cut with '…': the whole of it shows on hover.
+        if (PADDING + text.length * CHAR > this.widths[c]) cell.title = text;
         line.append(cell);
       }
       fragment.append(line);

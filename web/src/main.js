@@ -2,7 +2,7 @@
 
 import { ApiError, del, enc, get, post } from './api.js';
 import { databasesView } from './databases.js';
-import { clear, h } from './dom.js';
+import { append, clear, h } from './dom.js';
 import { createEditor } from './editor.js';
 import { makeForm } from './forms.js';
 import { Grid } from './grid.js';
@@ -10,6 +10,11 @@ import { projectsView } from './projects.js';
 import './style.css';
 
 const TABS_KEY = 'quarry.console.tabs';
+const CANCELLED = 22;  // the error_code of a statement stopped by DELETE /api/sql/queries/<id>
+
+function rowCount(n) {
+  return `${n.toLocaleString('en')} ${n === 1 ? 'row' : 'rows'}`;
+}
 const root = document.getElementById('app');
 const state = { schema: { data_sources: [], projects: [] }, user: null };
 
@@ -37,7 +42,8 @@ function signInPage() {
   const { form } = makeForm({
     testid: 'sign-in',
     submitLabel: 'Sign in',
-    fields: [{ name: 'username', label: 'User' }, { name: 'password', label: 'Password', kind: 'password' }],
+    fields: [{ name: 'username', label: 'User', autocomplete: 'username' },
+      { name: 'password', label: 'Password', kind: 'password', autocomplete: 'current-password' }],
     onSubmit: async (values) => {
       await post('/api/login', values);
       shell(true);
@@ -181,19 +187,22 @@ function sqlView() {
       const answer = await post('/api/sql/query', { query: text, context: db ? { db } : {} },
         { signal: controller.signal });
       const ms = performance.now() - started;
-      if (answer.type === 'error') {
+      if (answer.type === 'error' && running.cancelled && answer.error_code === CANCELLED) {
+        showCancelled(ms);
+      } else if (answer.type === 'error') {
         showError(answer.error_code, answer.error_message, text);
       } else if (answer.type === 'table') {
         const t0 = performance.now();
         grid.show(answer.column_names, answer.data);
         const drawn = performance.now() - t0;
         status.className = 'status ok';
-        clear(status).append(
-          h('span', { 'data-testid': 'row-count' }, `${answer.data.length.toLocaleString('en')} rows`),
+        // dom.js's append, not the DOM's: that one writes a missing part as the text "null".
+        append(clear(status), [
+          h('span', { 'data-testid': 'row-count' }, rowCount(answer.data.length)),
           h('span', {}, ` in ${ms.toFixed(0)} ms`),
           answer.truncated ? h('span', { class: 'truncated', 'data-testid': 'truncated' },
-            ' Truncated: the answer stops at the row limit; export the whole result instead.') : null,
-        );
+            '. Truncated: the answer stops at the row limit; export the whole result instead.') : null,
+        ]);
         performance.measure?.('quarry:grid', { start: t0, duration: drawn });
         lastRun = { text, db };
         csvButton.disabled = jsonlButton.disabled = false;
@@ -206,7 +215,11 @@ function sqlView() {
       }
     } catch (error) {
       const problem = error instanceof ApiError ? error.problem : {};
-      showError(problem.error_code || error.status || 'network', error.message, text);
+      if (running.cancelled && (error.name === 'AbortError' || problem.error_code === CANCELLED)) {
+        showCancelled(performance.now() - started);
+      } else {
+        showError(problem.error_code || error.status || 'network', error.message, text);
+      }
     } finally {
       clearInterval(timer);
       elapsed.textContent = `${((performance.now() - started) / 1000).toFixed(1)} s`;
@@ -219,9 +232,16 @@ function sqlView() {
   function showError(code, message, text) {
     grid.show([], []);
     status.className = 'status error';
-    clear(status).append(h('span', { class: 'code', 'data-testid': 'error-code' }, `Error ${code}`), ' ',
+    clear(status).append(h('span', { class: 'code', 'data-testid': 'error-code' }, `Error ${code}:`), ' ',
       h('span', { 'data-testid': 'error-message' }, message),
       h('pre', { class: 'statement' }, text));
+  }
+
+  // Stopped by the user's own Stop: what they asked for, not an error of the statement.
+  function showCancelled(ms) {
+    grid.show([], []);
+    status.className = 'status cancelled';
+    status.textContent = `Cancelled after ${(ms / 1000).toFixed(1)} s`;
   }
 
   // Stop: cancel, inside the database, the statements of this user that started after this
@@ -252,7 +272,7 @@ function sqlView() {
     if (!lastRun) return;
     const response = await fetch('/api/sql/query', {
       method: 'POST', credentials: 'same-origin',
-      headers: { 'Content-Type': 'application/json', 'X-Quarry-CSRF': '1' },
+      headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ query: lastRun.text, context: lastRun.db ? { db: lastRun.db } : {}, response_format: format }),
     });
     const blob = await response.blob();

@@ -41,6 +41,21 @@ export function projectsView(state) {
     clear(host).append(models.length ? table : h('p', { class: 'muted' }, 'No models yet: train one with CREATE MODEL in the SQL view.'));
   }
 
+  // One sentence from describe's info: how the model was measured and on how many rows.
+  // Each part only when the answer has it (it was 'undefined training rows' when the
+  // answer's fields changed under it).
+  function modelSummary(info) {
+    const evaluation = info.evaluation || {};
+    const scores = Object.entries(info.accuracies || {}).map(([k, v]) => `${k} ${cellText(v)}`).join(', ');
+    const measured = [scores, evaluation.rows_scored != null ? `on ${evaluation.rows_scored} rows scored` : '']
+      .filter(Boolean).join(' ');
+    const head = [info.problem, evaluation.method].filter(Boolean).join(', ');
+    const parts = [head && measured ? `${head}: ${measured}` : head || measured];
+    if (info.final_model_rows != null) parts.push(`the stored model learned from ${info.final_model_rows} rows`);
+    const sentence = parts.filter(Boolean).join('; ');
+    return sentence ? `${sentence}.` : '';
+  }
+
   async function describe(project, model, host) {
     clear(host).append(h('h4', {}, `${project}.${model.name}`));
     const base = `/api/projects/${enc(project)}/models/${enc(model.name)}/describe`;
@@ -51,8 +66,7 @@ export function projectsView(state) {
       host.append(h('p', { class: 'status error' }, error.message));
       return;
     }
-    host.append(h('p', {}, `${info.problem}: ${info.training_rows} training rows, ${info.validation_rows} held out. `,
-      Object.entries(info.accuracies || {}).map(([k, v]) => `${k} ${cellText(v)}`).join(', ')));
+    host.append(h('p', { 'data-testid': 'model-summary' }, modelSummary(info)));
     host.append(h('h5', {}, 'Column importances'), importanceChart(info.column_importances || {}));
     const candidates = await get(`${base}?attribute=model`).catch(() => []);
     if (candidates.length) {
@@ -80,6 +94,8 @@ export function projectsView(state) {
       fields: inputs.map((name) => ({ name, label: name })),
       onSubmit: async (values) => {
         const row = Object.fromEntries(Object.entries(values).filter(([, v]) => v !== ''));
+        // The last answer goes first: kept beside a refused input, it read as that input's.
+        clear(out);
         const [answer] = await post(`/api/projects/${enc(project)}/models/${enc(model.name)}/predict`, { data: [row] });
         clear(out).append(h('strong', {}, `${model.predict}: ${cellText(answer[model.predict])}`),
           ` (confidence ${cellText(answer[`${model.predict}_confidence`])})`);
