@@ -204,12 +204,15 @@ class Search:
 
     def __init__(self, pipeline_for: Callable[[Any], Pipeline], X: pd.DataFrame,  # noqa: N803
                  y: np.ndarray, problem: str, classes: np.ndarray | None, folds: Folds,
-                 deadline: float) -> None:
+                 deadline: float, slack: float = 0.0) -> None:
         """``deadline``: a ``time.perf_counter()`` reading by which the search and the
-        refit of its leader should be done."""
+        refit of its leader should be done; a candidate already started may run ``slack``
+        seconds past it rather than throw away the folds it has (timings on a shared
+        machine vary from fold to fold)."""
         self.pipeline_for = pipeline_for
         self.X, self.y, self.problem, self.classes, self.folds = X, y, problem, classes, folds
         self.deadline = deadline
+        self.slack = slack
         self.runs: list[Run] = []
         # (fold, preprocessing) -> the preprocessing fitted on the fold's training rows.
         self._prepared: dict[tuple[int, str], Any] = {}
@@ -317,12 +320,14 @@ class Search:
         estimator.fit(matrix, y)
         per_stage = (time.perf_counter() - started) / first
         train_share = 1 - len(self.folds.tests[0]) / self.folds.rows
-        # Fits to come, in units of this fold's full fit: the rest of its folds, then one
-        # refit on all rows: its own if it leads, else the leader's (kept back separately).
+        # Fits to come, in units of this fold's full fit: the rest of its folds, then its
+        # refit on all rows (a fold's fit scaled by the rows).
         folds_left = len(self.folds.tests) - fold
         own_refit = 1 / train_share
-        left = self.deadline - time.perf_counter() - self.refit_reserve()
-        needed = per_stage * (total * (folds_left + own_refit) - first)
+        # One refit follows the search: this candidate's if it leads, else the leader's.
+        refit = max(per_stage * total * own_refit, self.refit_reserve())
+        left = self.deadline + (self.slack if run.scores else 0.0) - time.perf_counter()
+        needed = per_stage * (total * folds_left - first) + refit
         if needed <= left:
             estimator.set_params(**{param: total})
             return
@@ -363,8 +368,10 @@ class Search:
         folds so far; a first fold is timed by the probe of a staged candidate, and a linear
         one is cheap) and the refit of the leader on all rows (its fold time scaled by the
         rows)."""
-        expected = run.fit_time / len(run.scores) if run is not None and run.scores else 0.0
-        return time.perf_counter() + expected + self.refit_reserve() > self.deadline
+        started = run is not None and bool(run.scores)
+        expected = run.fit_time / len(run.scores) if started else 0.0
+        return time.perf_counter() + expected + self.refit_reserve() \
+            > self.deadline + (self.slack if started else 0.0)
 
     def refit_reserve(self) -> float:
         """Seconds the leader so far would take to refit on all rows."""

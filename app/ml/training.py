@@ -55,6 +55,9 @@ BUDGET_SMALL_S, BUDGET_SMALL_ROWS = 6.0, 10_000
 BUDGET_MAX_S, BUDGET_MAX_ROWS = 45.0, 100_000
 # Share of the budget that importances may take after the search (they are cheap: batched).
 IMPORTANCE_SHARE = 0.1
+# A candidate already started may run this share of the budget past the search's deadline
+# rather than lose its folds (so training ends within about 1.2 x the budget).
+SLACK_SHARE = 0.1
 # describe's target feature lists at most this many of its classes.
 MAX_LISTED_VALUES = 100
 _ENCODERS = {
@@ -163,7 +166,8 @@ def _measure(used: list[ColumnInfo], X: pd.DataFrame, goal: _Target,  # noqa: N8
     # The search (with the leader's refit, which it keeps time for) may use what is left of
     # the budget but the importances' share.
     search = Search(lambda estimator: _pipeline(used, estimator), X, y, goal.problem,
-                    classes, folds, started + budget * (1 - IMPORTANCE_SHARE))
+                    classes, folds, started + budget * (1 - IMPORTANCE_SHARE),
+                    slack=SLACK_SHARE * budget)
     try:
         best = search.run(candidates(goal.problem, len(X), random_state))
     except RuntimeError:
