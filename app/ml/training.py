@@ -327,20 +327,20 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
          **({"reason": c.reason} if c.reason else {})}
         for c in columns
     ]
+    # Every record has the same keys, so SQL's DESCRIBE …features equals REST's records.
     for feature, column in zip(features, columns, strict=True):
-        if column.source == "text":
-            feature["source_type"] = "text"
-            feature["note"] = (f"text in the source, read as {column.kind}; a value that "
-                               "cannot be is an unknown input")
-    target: dict[str, Any] = {
+        # "text": the source held text, which this column's number, boolean or date is
+        # read from (a value that cannot be is an unknown input at prediction).
+        feature["source_type"] = column.source
+        feature["values"] = None
+    classes = problem == "classification"
+    features.append({
         "column": goal.name, "type": _target_kind(goal.base, problem),
-        "encoder": "LabelEncoder" if problem == "classification" else "identity",
-        "role": "target"}
-    if problem == "classification":
-        # The values predictions answer, as the training rows held them.
-        target["source_type"] = "text" if goal.base == "text" else goal.base
-        target["values"] = [_plain(v) for v in np.unique(goal.values)[:MAX_LISTED_VALUES]]
-    features.append(target)
+        "encoder": "LabelEncoder" if classes else "identity", "role": "target",
+        "source_type": goal.base if classes else None,
+        # The values predictions answer, exactly as the training rows held them.
+        "values": [_plain(v) for v in np.unique(goal.values)[:MAX_LISTED_VALUES]]
+        if classes else None})
     tried = [run.record(metric, run is m.best, len(m.folds.tests)) for run in m.runs]
     return {"info": info, "features": features, "model": tried}
 
