@@ -161,11 +161,12 @@ class UnknownValue(Exception):
         self.reason = reason
 
 
-def coerce_value(column: ColumnInfo, value: Any) -> Any:
+def coerce_value(column: ColumnInfo, value: Any, limit: float | None = None) -> Any:
     """One value of a prediction row, converted as the training values were.
 
     Raises UnknownValue (saying why) when the value cannot be of the column's kind, or is a
-    category or a NULL that training never had; the caller then predicts with it missing.
+    category or a NULL that training never had, or a number larger than ``limit``; the
+    caller then predicts with it missing.
     """
     if value is None or (isinstance(value, float) and np.isnan(value)):
         if not column.gaps:
@@ -188,6 +189,8 @@ def coerce_value(column: ColumnInfo, value: Any) -> Any:
             raise _unreadable(column, value) from None
         if not math.isfinite(number):  # scikit-learn refuses infinities
             raise _unreadable(column, value)
+        if limit is not None and abs(number) > limit:
+            raise UnknownValue(f"{_shown(value)} is too large to use")
         return number
     if kind == "binary":
         result = _bool_or_nan(value)

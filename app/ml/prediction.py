@@ -20,6 +20,9 @@ from .training import ARTIFACT_FORMAT
 
 # The nominal coverage of the regression interval (5th to 95th percentile of residuals).
 INTERVAL_LEVEL = 0.9
+# When a batch overflows (a value like 1e308, scaled), it is predicted again with every
+# number beyond this size taken as unknown, rather than failing every row of the batch.
+TOO_LARGE = 1e15
 
 
 @dataclass
@@ -73,15 +76,19 @@ def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]], *,
     if whole_columns:
         _check_columns(model.columns, rows)
     with one_openmp_thread():
-        try:
-            # Finite but extreme inputs (1e308) overflow once scaled: that is the caller's
-            # input, not a fault here, so the overflow raises instead of feeding infinities
-            # to scikit-learn (a ValueError, so a 500).
-            with np.errstate(over="raise"):
+        # Finite but extreme inputs (1e308) overflow once scaled: the overflow raises instead
+        # of feeding infinities to scikit-learn (a ValueError, so a 500), and the batch is
+        # predicted again with such numbers unknown, so those rows are flagged, not failed.
+        with np.errstate(over="raise"):
+            try:
                 return _predict(model, rows)
-        except FloatingPointError:
-            raise PredictionError("The model cannot predict from these values: a number "
-                                  "is too large") from None
+            except FloatingPointError:
+                pass
+            try:
+                return _predict(model, rows, limit=TOO_LARGE)
+            except FloatingPointError:
+                raise PredictionError("The model cannot predict from these values: a "
+                                      "number is too large") from None
 
 
 def _check_columns(columns: list[ColumnInfo], rows: list[dict[str, Any]]) -> None:
@@ -94,15 +101,16 @@ def _check_columns(columns: list[ColumnInfo], rows: list[dict[str, Any]]) -> Non
             column=absent[0])
 
 
-def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _predict(model: LoadedModel, rows: list[dict[str, Any]], limit: float | None = None
+             ) -> list[dict[str, Any]]:
     # Row number -> {column: why its value was unknown}, for the rows that had one.
     unknown: dict[int, dict[str, str]] = {}
     if model.fast is not None:
         # The estimator alone, on the matrix the preprocessing would have made.
-        matrix: Any = _float_rows(model.columns, rows, unknown)
+        matrix: Any = _float_rows(model.columns, rows, unknown, limit)
         predictor: Any = model.fast
     else:
-        matrix, predictor = _frame(model.columns, rows, unknown), model.pipeline
+        matrix, predictor = _frame(model.columns, rows, unknown, limit), model.pipeline
     target = model.target
     keys = (target, f"{target}_confidence", f"{target}_explain")
     out = []
@@ -155,7 +163,7 @@ _INT_LIMIT = 2 ** 1000  # ints beyond are left to coerce_value (float() may over
 
 
 def _values(columns: list[ColumnInfo], row: Any, number: int,
-            unknown: dict[int, dict[str, str]]) -> list[Any]:
+            unknown: dict[int, dict[str, str]], limit: float | None = None) -> list[Any]:
     """The row's value of each input column, read for the column's type; a value that cannot
     be is missing (NaN), and recorded in ``unknown`` under the row's number."""
     if not isinstance(row, dict):
@@ -170,7 +178,7 @@ def _values(columns: list[ColumnInfo], row: Any, number: int,
                 folded = {str(k).lower(): v for k, v in row.items()}
             value = folded.get(column.name.lower())
         try:
-            values.append(coerce_value(column, value))
+            values.append(coerce_value(column, value, limit))
         except UnknownValue as exc:
             unknown.setdefault(number, {})[column.name] = exc.reason
             values.append(np.nan)
@@ -178,14 +186,16 @@ def _values(columns: list[ColumnInfo], row: Any, number: int,
 
 
 def _float_rows(columns: list[ColumnInfo], rows: list[dict[str, Any]],
-                unknown: dict[int, dict[str, str]]) -> list[list[float]]:
-    names = [c.name for c in columns] if all(c.kind in NUMERIC for c in columns) else None
+                unknown: dict[int, dict[str, str]], limit: float | None = None
+                ) -> list[list[float]]:
+    names = [c.name for c in columns] \
+        if limit is None and all(c.kind in NUMERIC for c in columns) else None
     out = []
     for number, row in enumerate(rows):
         plain = _plain_numbers(row, names) if names is not None and type(row) is dict else None
         out.append(plain if plain is not None else
                    [math.nan if v is None else float(v)
-                    for v in _values(columns, row, number, unknown)])
+                    for v in _values(columns, row, number, unknown, limit)])
     return out
 
 
@@ -207,10 +217,11 @@ def _plain_numbers(row: dict[str, Any], names: list[str]) -> list[float] | None:
 
 
 def _frame(columns: list[ColumnInfo], rows: list[dict[str, Any]],
-           unknown: dict[int, dict[str, str]]) -> pd.DataFrame:
+           unknown: dict[int, dict[str, str]], limit: float | None = None) -> pd.DataFrame:
     data: dict[str, list[Any]] = {c.name: [] for c in columns}
     for number, row in enumerate(rows):
-        for column, value in zip(columns, _values(columns, row, number, unknown), strict=True):
+        values = _values(columns, row, number, unknown, limit)
+        for column, value in zip(columns, values, strict=True):
             data[column.name].append(value)
     frame = {}
     for column in columns:
