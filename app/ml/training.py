@@ -84,8 +84,9 @@ def train(frame: pd.DataFrame, target: str, *, problem: str | None = None,
     """Train a model predicting ``target`` from the other columns of ``frame``.
 
     ``validation_fraction`` is the share held out when the data is too large for k-fold
-    (100 000 rows or more); ``time_budget_s`` bounds the candidate search together with the
-    refit of its leader (default: scaled to the rows, see ``default_budget``).
+    (100 000 rows or more); ``time_budget_s`` bounds the whole training — the search, the
+    refit of its leader and the measures — to about 1.2 times it (default: scaled to the
+    rows, see ``default_budget``).
     """
     with one_native_thread():
         return _train(frame, target, problem, validation_fraction, time_budget_s, random_state)
