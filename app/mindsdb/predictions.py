@@ -34,9 +34,10 @@ from .statements import Body, equality_row, table_body
 _SUFFIXES = ("_confidence", "_explain", "_min", "_max")
 
 
-def _predict(project: str, model: MLModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _predict(project: str, model: MLModel, rows: list[dict[str, Any]],
+             whole_columns: bool = False) -> list[dict[str, Any]]:
     with service_errors({ModelNotFound: qualified(project, model.name)}):
-        return model_service.predict(project, model.name, rows)
+        return model_service.predict(project, model.name, rows, whole_columns=whole_columns)
 
 
 def _output_names(model: MLModel) -> set[str]:
@@ -135,7 +136,9 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
     columns, rows = fetch_rows(data_source.name, outer.to_string(),
                                max_rows=data_source.max_rows, registry=registry)
     inputs = [dict(zip(columns, row, strict=True)) for row in rows]
-    predicted = _predict(project, model, inputs)
+    # A table lacking an input column is a wrong shape (422); a value the model cannot read
+    # only makes its own row's prediction flag it as unknown.
+    predicted = _predict(project, model, inputs, whole_columns=True)
     out_names = list(predicted[0]) if predicted else [*columns, model.predict,
                                                        model.predict + "_confidence",
                                                        model.predict + "_explain"]

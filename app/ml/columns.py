@@ -19,8 +19,6 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from .errors import PredictionError
-
 # Kinds a column can take; the first four are used as inputs, the rest are left out.
 NUMERIC = ("integer", "float")
 USED_KINDS = ("integer", "float", "categorical", "binary", "datetime")
@@ -41,6 +39,14 @@ class ColumnInfo:
     kind: str
     reason: str | None = None  # why the column is left out, when it is
     distinct: int | None = None  # distinct values at training (categorical columns)
+    # Whether training rows lacked a value: a NULL at prediction is then a known case;
+    # without gaps in training it is flagged as an unknown input.
+    gaps: bool = True
+    # The values training saw (categorical columns): any other is flagged as unknown.
+    seen: frozenset[str] | None = None
+    # "text" when the source held text that this kind was read from (numbers, true/false or
+    # dates written as text): the column is still text, the model derives the value from it.
+    source: str | None = None
 
     @property
     def used(self) -> bool:
@@ -92,8 +98,26 @@ def normalise(series: pd.Series) -> tuple[pd.Series, str]:
     return text.astype(object).where(text.notna(), np.nan), "string"
 
 
-def infer_column(name: str, values: pd.Series, base: str) -> ColumnInfo:
-    """Decide what an input column is and whether it is used (``values`` normalised)."""
+def is_text(series: pd.Series) -> bool:
+    """Whether the source held text in this column (every present value a string)."""
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series) \
+            or pd.api.types.is_datetime64_any_dtype(series):
+        return False
+    distinct = series.dropna().unique()
+    return len(distinct) > 0 and all(isinstance(v, str) for v in distinct)
+
+
+def infer_column(name: str, values: pd.Series, base: str, text: bool = False) -> ColumnInfo:
+    """What an input column is and whether it is used (``values`` normalised; ``text``: the
+    source held text, which a numeric, binary or date kind was read from)."""
+    info = _infer(name, values, base)
+    gaps = bool(values.isna().any())
+    seen = frozenset(values.dropna().unique()) if info.kind == "categorical" else None
+    source = "text" if text and info.kind in ("integer", "float", "binary", "datetime") else None
+    return ColumnInfo(info.name, info.kind, info.reason, info.distinct, gaps, seen, source)
+
+
+def _infer(name: str, values: pd.Series, base: str) -> ColumnInfo:
     present = values.dropna()
     if present.empty:
         return ColumnInfo(name, "empty", "left out: the column holds no values")
@@ -128,15 +152,28 @@ def infer_column(name: str, values: pd.Series, base: str) -> ColumnInfo:
     return ColumnInfo(name, "categorical", distinct=distinct)
 
 
-def coerce_value(column: ColumnInfo, value: Any) -> Any:
+class UnknownValue(Exception):
+    """A value of a prediction row that the model cannot read as its column's kind, or has
+    not seen in training: the row is still predicted, with the value taken as missing."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def coerce_value(column: ColumnInfo, value: Any, limit: float | None = None) -> Any:
     """One value of a prediction row, converted as the training values were.
 
-    Raises PredictionError naming the column when the value cannot be of the column's type.
+    Raises UnknownValue (saying why) when the value cannot be of the column's kind, or is a
+    category or a NULL that training never had, or a number larger than ``limit``; the
+    caller then predicts with it missing.
     """
     if value is None or (isinstance(value, float) and np.isnan(value)):
+        if not column.gaps:
+            raise UnknownValue("missing, and training had no missing values")
         return np.nan
-    if isinstance(value, dict | list | tuple | set | bytes):
-        raise _wrong_type(column, value)
+    if isinstance(value, dict | list | tuple | set | bytes | bytearray | memoryview):
+        raise _unreadable(column, value)
     kind = column.kind
     if kind in NUMERIC:
         if isinstance(value, bool):  # SQLite and MySQL store booleans as 0/1 integers
@@ -147,17 +184,18 @@ def coerce_value(column: ColumnInfo, value: Any) -> Any:
             elif isinstance(value, str):
                 number = float(value.strip())
             else:
-                raise _wrong_type(column, value)
-        except (ValueError, OverflowError):  # "abc"; an integer beyond float's range
-            raise _wrong_type(column, value) from None
-        if math.isinf(number):  # scikit-learn refuses infinities (a ValueError, so a 500)
-            raise PredictionError(f"Column '{column.name}' expects a finite number, "
-                                  f"got {value!r}", column=column.name)
+                raise _unreadable(column, value)
+        except (ValueError, OverflowError):  # "rotary"; an integer beyond float's range
+            raise _unreadable(column, value) from None
+        if not math.isfinite(number):  # scikit-learn refuses infinities
+            raise _unreadable(column, value)
+        if limit is not None and abs(number) > limit:
+            raise UnknownValue(f"{_shown(value)} is too large to use")
         return number
     if kind == "binary":
         result = _bool_or_nan(value)
         if result is None:
-            raise _wrong_type(column, value)
+            raise _unreadable(column, value)
         return result
     if kind == "datetime":
         if isinstance(value, dt.date):
@@ -166,26 +204,35 @@ def coerce_value(column: ColumnInfo, value: Any) -> Any:
             try:
                 stamp = pd.Timestamp(value.strip())
             except ValueError:
-                raise _wrong_type(column, value) from None
+                raise _unreadable(column, value) from None
         else:
-            raise _wrong_type(column, value)
+            raise _unreadable(column, value)
         if stamp.tzinfo is not None:
             stamp = stamp.tz_convert("UTC").tz_localize(None)
         return stamp
     # categorical: numbers and booleans are read as their text, as SQL results often are
     if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+        text = str(value).lower()
+    elif isinstance(value, float) and value.is_integer():
+        text = str(int(value))
+    else:
+        text = str(value)
+    if column.seen is not None and text not in column.seen:
+        # The encoders read it as missing (or as the rare values' group); say so.
+        raise UnknownValue(f"{_shown(value)} was not seen in training")
+    return text
 
 
-def _wrong_type(column: ColumnInfo, value: Any) -> PredictionError:
+def _unreadable(column: ColumnInfo, value: Any) -> UnknownValue:
     expected = {"integer": "a number", "float": "a number", "binary": "a boolean",
                 "datetime": "an ISO 8601 date or timestamp",
-                "categorical": "a string"}.get(column.kind, "a scalar")
-    return PredictionError(f"Column '{column.name}' expects {expected}, "
-                           f"got {type(value).__name__} {value!r}", column=column.name)
+                "categorical": "a category"}.get(column.kind, "a value")
+    return UnknownValue(f"{_shown(value)} is not {expected}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _bool_or_nan(value: Any) -> float | None:

@@ -12,7 +12,7 @@ import joblib
 import numpy as np
 import pandas as pd
 
-from .columns import NUMERIC, ColumnInfo, coerce_value
+from .columns import NUMERIC, ColumnInfo, UnknownValue, coerce_value
 from .errors import PredictionError
 from .fastpath import FastModel, compile_model
 from .threads import one_openmp_thread
@@ -20,6 +20,9 @@ from .training import ARTIFACT_FORMAT
 
 # The nominal coverage of the regression interval (5th to 95th percentile of residuals).
 INTERVAL_LEVEL = 0.9
+# When a batch overflows (a value like 1e308, scaled), it is predicted again with every
+# number beyond this size taken as unknown, rather than failing every row of the batch.
+TOO_LARGE = 1e15
 
 
 @dataclass
@@ -42,7 +45,13 @@ def load_model(artifact: bytes) -> LoadedModel:
     if not isinstance(bundle, dict) or bundle.get("format") != ARTIFACT_FORMAT:
         raise PredictionError("The stored model was written by an incompatible version; "
                               "retrain it")
-    columns = [ColumnInfo(name, kind) for name, kind in bundle["columns"]]
+    # (name, kind) in models trained before unknown inputs were flagged; (name, kind, more)
+    # since: whether training had gaps, and the categories it saw.
+    columns = [ColumnInfo(entry[0], entry[1]) if len(entry) == 2 else
+               ColumnInfo(entry[0], entry[1], gaps=entry[2]["gaps"],
+                          seen=frozenset(entry[2]["seen"]) if entry[2].get("seen") is not None
+                          else None, source=entry[2].get("source"))
+               for entry in bundle["columns"]]
     fast = None
     if all(c.kind in NUMERIC or c.kind == "binary" for c in columns):
         fast = compile_model(bundle["pipeline"], [c.name for c in columns])
@@ -51,34 +60,57 @@ def load_model(artifact: bytes) -> LoadedModel:
                        interval=bundle["interval"], fast=fast)
 
 
-def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]], *,
+            whole_columns: bool = False) -> list[dict[str, Any]]:
     """Each row plus ``<target>``, ``<target>_confidence`` and ``<target>_explain``.
 
-    Input columns missing from a row are imputed as at training; unknown keys are kept in the
-    answer but not used. A value of the wrong type raises PredictionError naming its column.
+    A value the model cannot read as its column's kind, a category it has not seen, or a
+    missing value where training had none is unknown: the row is predicted with it missing,
+    and ``<target>_explain`` lists it under ``unknown_inputs``. Keys the model does not know
+    are kept in the answer but not used. ``whole_columns``: the rows are a table (a JOIN),
+    so an input column that none of them has is a wrong shape, a PredictionError naming it.
     """
     model = artifact if isinstance(artifact, LoadedModel) else load_model(artifact)
     if not rows:
         return []
+    if whole_columns:
+        _check_columns(model.columns, rows)
     with one_openmp_thread():
-        try:
-            # Finite but extreme inputs (1e308) overflow once scaled: that is the caller's
-            # input, not a fault here, so the overflow raises instead of feeding infinities
-            # to scikit-learn (a ValueError, so a 500).
-            with np.errstate(over="raise"):
+        # Finite but extreme inputs (1e308) overflow once scaled: the overflow raises instead
+        # of feeding infinities to scikit-learn (a ValueError, so a 500), and the batch is
+        # predicted again with such numbers unknown, so those rows are flagged, not failed.
+        with np.errstate(over="raise"):
+            try:
                 return _predict(model, rows)
-        except FloatingPointError:
-            raise PredictionError("The model cannot predict from these values: a number "
-                                  "is too large") from None
+            except FloatingPointError:
+                pass
+            try:
+                return _predict(model, rows, limit=TOO_LARGE)
+            except FloatingPointError:
+                raise PredictionError("The model cannot predict from these values: a "
+                                      "number is too large") from None
 
 
-def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _check_columns(columns: list[ColumnInfo], rows: list[dict[str, Any]]) -> None:
+    given = {str(k).lower() for row in rows[:1] if isinstance(row, dict) for k in row}
+    absent = [c.name for c in columns if c.name.lower() not in given]
+    if absent:
+        raise PredictionError(
+            f"The rows have no column {', '.join(repr(n) for n in absent)}, which the model "
+            f"takes as input (its inputs: {', '.join(c.name for c in columns)})",
+            column=absent[0])
+
+
+def _predict(model: LoadedModel, rows: list[dict[str, Any]], limit: float | None = None
+             ) -> list[dict[str, Any]]:
+    # Row number -> {column: why its value was unknown}, for the rows that had one.
+    unknown: dict[int, dict[str, str]] = {}
     if model.fast is not None:
         # The estimator alone, on the matrix the preprocessing would have made.
-        matrix: Any = _float_rows(model.columns, rows)
+        matrix: Any = _float_rows(model.columns, rows, unknown, limit)
         predictor: Any = model.fast
     else:
-        matrix, predictor = _frame(model.columns, rows), model.pipeline
+        matrix, predictor = _frame(model.columns, rows, unknown, limit), model.pipeline
     target = model.target
     keys = (target, f"{target}_confidence", f"{target}_explain")
     out = []
@@ -91,6 +123,8 @@ def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, A
         for row, index, probs in zip(rows, best.tolist(), probabilities, strict=True):
             confidence = round(float(probs[index]), 4)
             explain = f'{heads[index]}{_json(confidence)}, "anomaly": null, "truth": null}}'
+            if unknown:
+                explain = _flagged(explain, unknown.get(len(out)))
             out.append(_answer(row, keys, classes[index], confidence, explain))
         return out
     low, high = model.interval or (0.0, 0.0)
@@ -101,11 +135,20 @@ def _predict(model: LoadedModel, rows: list[dict[str, Any]]) -> list[dict[str, A
         explain = (f'{{"predicted_value": {_json(value)}, "confidence": {level}, '
                    f'"anomaly": null, "truth": null, "confidence_lower_bound": {_json(lower)}, '
                    f'"confidence_upper_bound": {_json(upper)}}}')
+        if unknown:
+            explain = _flagged(explain, unknown.get(len(out)))
         answer = _answer(row, keys, value, INTERVAL_LEVEL, explain)
         answer[f"{target}_min"] = lower
         answer[f"{target}_max"] = upper
         out.append(answer)
     return out
+
+
+def _flagged(explain: str, reasons: dict[str, str] | None) -> str:
+    """The explanation with ``"unknown_inputs": {column: why}`` added, when there are any."""
+    if not reasons:
+        return explain
+    return f'{explain[:-1]}, "unknown_inputs": {json.dumps(reasons)}}}'
 
 
 def _json(value: Any) -> str:
@@ -119,8 +162,10 @@ def _json(value: Any) -> str:
 _INT_LIMIT = 2 ** 1000  # ints beyond are left to coerce_value (float() may overflow)
 
 
-def _values(columns: list[ColumnInfo], row: Any, number: int) -> list[Any]:
-    """The row's value of each input column, read for the column's type."""
+def _values(columns: list[ColumnInfo], row: Any, number: int,
+            unknown: dict[int, dict[str, str]], limit: float | None = None) -> list[Any]:
+    """The row's value of each input column, read for the column's type; a value that cannot
+    be is missing (NaN), and recorded in ``unknown`` under the row's number."""
     if not isinstance(row, dict):
         raise PredictionError(f"Row {number + 1} is not an object of column values")
     folded = None
@@ -132,17 +177,25 @@ def _values(columns: list[ColumnInfo], row: Any, number: int) -> list[Any]:
             if folded is None:
                 folded = {str(k).lower(): v for k, v in row.items()}
             value = folded.get(column.name.lower())
-        values.append(coerce_value(column, value))
+        try:
+            values.append(coerce_value(column, value, limit))
+        except UnknownValue as exc:
+            unknown.setdefault(number, {})[column.name] = exc.reason
+            values.append(np.nan)
     return values
 
 
-def _float_rows(columns: list[ColumnInfo], rows: list[dict[str, Any]]) -> list[list[float]]:
-    names = [c.name for c in columns] if all(c.kind in NUMERIC for c in columns) else None
+def _float_rows(columns: list[ColumnInfo], rows: list[dict[str, Any]],
+                unknown: dict[int, dict[str, str]], limit: float | None = None
+                ) -> list[list[float]]:
+    names = [c.name for c in columns] \
+        if limit is None and all(c.kind in NUMERIC for c in columns) else None
     out = []
     for number, row in enumerate(rows):
         plain = _plain_numbers(row, names) if names is not None and type(row) is dict else None
         out.append(plain if plain is not None else
-                   [math.nan if v is None else float(v) for v in _values(columns, row, number)])
+                   [math.nan if v is None else float(v)
+                    for v in _values(columns, row, number, unknown, limit)])
     return out
 
 
@@ -163,10 +216,12 @@ def _plain_numbers(row: dict[str, Any], names: list[str]) -> list[float] | None:
     return values
 
 
-def _frame(columns: list[ColumnInfo], rows: list[dict[str, Any]]) -> pd.DataFrame:
+def _frame(columns: list[ColumnInfo], rows: list[dict[str, Any]],
+           unknown: dict[int, dict[str, str]], limit: float | None = None) -> pd.DataFrame:
     data: dict[str, list[Any]] = {c.name: [] for c in columns}
     for number, row in enumerate(rows):
-        for column, value in zip(columns, _values(columns, row, number), strict=True):
+        values = _values(columns, row, number, unknown, limit)
+        for column, value in zip(columns, values, strict=True):
             data[column.name].append(value)
     frame = {}
     for column in columns:

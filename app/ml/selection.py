@@ -3,12 +3,21 @@
 Every candidate is scored on the same folds, so their scores differ by the estimator, not by
 the luck of a split. Each row is scored by a model that never saw it; those out-of-fold
 predictions are kept for the chosen candidate, because calibration, prediction intervals and
-importances are all measured on them. Settings of one family (regularisation strength, tree
-size) are compared by successive halving: all of them on the first folds, only the leader on
-the rest. A time budget stops the search between folds, keeping back the time the leader's
-refit on all rows will take; the first family always finishes (the first two on small
-tables). The column preprocessing of a fold is fitted once and shared by every candidate that
-uses the same preprocessing.
+importances are all measured on them. Settings of one family
+(regularisation strength, tree size) are compared by successive halving: all of them on the
+first folds, only the leader on the rest.
+
+The search keeps to a deadline, keeping back the time the leader's refit on all rows will
+take. Candidates are tried cheap and strong first (gradient boosting, then the linear
+models, then a forest). The tree ensembles grow in stages (boosting iterations, forest
+trees): the first tenth of a candidate's stages is fitted and timed, and from it the whole
+candidate (every fold and its refit) is extrapolated; a candidate that cannot finish in what
+is left is skipped there (or, if at least half its stages fit, run with fewer), and the fit
+otherwise carries on from those stages (warm start), so nothing is fitted twice. Before each
+fold the time left is checked again. Until some candidate has finished, a linear one, or the
+last family, runs whatever the deadline, so a model is always trained. The column
+preprocessing of a fold is fitted once and shared by every candidate that uses the same
+preprocessing.
 """
 
 from __future__ import annotations
@@ -42,8 +51,10 @@ HALVING_FOLDS = 2
 # Random forests draw at most this many rows per tree: past it more rows add time, not skill.
 FOREST_MAX_SAMPLES = 20_000
 COARSE_BINS = 63
-# Up to this many rows, the first SURE_FAMILIES families finish whatever the budget.
-SURE_FAMILIES, SURE_FAMILIES_UP_TO_ROWS = 2, 10_000
+# A staged candidate is timed on this share of its stages before the rest is fitted.
+PROBE_SHARE = 0.1
+# A staged candidate that can finish only this share of its stages, or less, is skipped.
+REDUCE_AT_LEAST = 0.5
 
 
 @dataclass
@@ -135,17 +146,17 @@ def candidates(problem: str, rows: int, random_state: int = 0) -> list[list[Cand
                                        random_state=random_state)
     forest_params = {"n_estimators": trees, "max_samples": max_samples}
     forests = [Candidate(type(forest).__name__, forest_params, forest)]
-    # Small tables: the forest first (the first family always finishes, and a default
-    # forest is the strongest cheap model: on digits, 0.6 s a fold against 4-7 s for
-    # boosting, which grows one tree per class and iteration), then the linear settings.
-    if rows <= FOREST_MAX_SAMPLES:
-        return [forests, linear, boosting]
-    # Large tables: boosting first (it always finishes, and there it is usually best and
-    # cheaper than a forest); one linear setting, as each costs a full fit. From the
-    # hold-out size on, one boosting setting too: each is minutes of fitting on a busy core.
+    # Boosting first at every size: it is the strongest on most tables, and its cost is
+    # timed on its first iterations, so a boosting that would not fit (one tree per class
+    # and iteration: 4-7 s a fold of digits) is skipped at once, not after the budget is
+    # gone. The linear models are cheap; the forest, whose trees grow with the rows (12 s
+    # for 16 000 rows, before any other candidate ran), comes last.
     if rows >= HOLDOUT_FROM_ROWS:
-        boosting = boosting[:1]
-    return [boosting, linear[:1], forests]
+        # One setting each from the hold-out size on: each is minutes on a busy core.
+        return [boosting[:1], linear[:1], forests]
+    if rows > FOREST_MAX_SAMPLES:
+        return [boosting, linear[:1], forests]
+    return [boosting, linear, forests]
 
 
 @dataclass
@@ -160,6 +171,8 @@ class Run:
     oof: np.ndarray | None = None
     error: str | None = None
     stopped: str | None = None
+    # Why the candidate runs fewer stages than it was given (the budget), when it does.
+    reduced: str | None = None
 
     @property
     def mean(self) -> float:
@@ -180,6 +193,7 @@ class Run:
             "params": {k: v for k, v in self.candidate.params.items() if v is not None},
             # Every record has the same keys, so SQL's DESCRIBE table equals REST's records.
             "stopped": self.stopped,
+            "reduced": self.reduced,
             "error": self.error,
         }
         return record
@@ -190,31 +204,38 @@ class Search:
 
     def __init__(self, pipeline_for: Callable[[Any], Pipeline], X: pd.DataFrame,  # noqa: N803
                  y: np.ndarray, problem: str, classes: np.ndarray | None, folds: Folds,
-                 budget_s: float) -> None:
+                 deadline: float, slack: float = 0.0) -> None:
+        """``deadline``: a ``time.perf_counter()`` reading by which the search and the
+        refit of its leader should be done; a candidate already started may run ``slack``
+        seconds past it rather than throw away the folds it has (timings on a shared
+        machine vary from fold to fold)."""
         self.pipeline_for = pipeline_for
         self.X, self.y, self.problem, self.classes, self.folds = X, y, problem, classes, folds
-        self.deadline = time.perf_counter() + budget_s
+        self.deadline = deadline
+        self.slack = slack
         self.runs: list[Run] = []
         # (fold, preprocessing) -> the preprocessing fitted on the fold's training rows.
         self._prepared: dict[tuple[int, str], Any] = {}
 
     def run(self, families: list[list[Candidate]]) -> Run:
         """Every family in turn (halving among its settings); the best finished run."""
-        # Some model must finish: the first family always does, and on small tables the
-        # first two (forest and linear: each the best of the cheap ones somewhere, and a
-        # busy machine could otherwise spend the whole budget on the first).
-        sure = SURE_FAMILIES if self.folds.rows <= SURE_FAMILIES_UP_TO_ROWS else 1
         for index, family in enumerate(families):
-            if index >= sure and (self._late() or any(
-                    r.stopped for r in self.runs if r.stopped and "budget" in r.stopped)):
+            # Until a candidate has finished, a linear family (cheap, no stages to time) or
+            # the last one runs whatever the deadline: some model must be trained.
+            must = not self._finished() and (index == len(families) - 1 or not any(
+                _stages(c.estimator) for c in family))
+            if not must and self._late():
                 for candidate in family:
                     self.runs.append(Run(candidate, stopped="not tried: time budget spent"))
                 continue
-            self._family(family, may_stop=index >= sure)
-        finished = [r for r in self.runs if r.error is None and r.stopped is None]
+            self._family(family, may_stop=not must)
+        finished = self._finished()
         if not finished:
             raise RuntimeError("no candidate finished")  # the caller words the failure
         return max(finished, key=lambda r: r.mean)
+
+    def _finished(self) -> list[Run]:
+        return [r for r in self.runs if r.error is None and r.stopped is None and r.scores]
 
     def _family(self, family: list[Candidate], may_stop: bool) -> None:
         runs = [Run(c) for c in family]
@@ -239,7 +260,8 @@ class Search:
     def _fold(self, run: Run, fold: int, may_stop: bool) -> None:
         test = self.folds.tests[fold]
         if may_stop and self._late(run):
-            run.stopped = "time budget spent before its last folds"
+            run.stopped = (f"time budget spent after {len(run.scores)} of "
+                           f"{len(self.folds.tests)} folds")
             return
         train = self.folds.train_index(fold)
         model = self.pipeline_for(clone(run.candidate.estimator))
@@ -248,7 +270,7 @@ class Search:
             with warnings.catch_warnings():
                 # A slow-converging solver is judged by its score, like any other candidate.
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                model = self._fit(model, fold, train, may_stop)
+                model = self._fit(run, model, fold, train, may_stop)
                 output = self._predict(model, self.X.iloc[test])
         except _OutOfTime as exc:
             run.stopped = str(exc)
@@ -266,7 +288,8 @@ class Search:
         run.scores.append(score(self.problem, self.y[test], self.predicted(output)))
         run.models.append(model)
 
-    def _fit(self, model: Pipeline, fold: int, train: np.ndarray, may_stop: bool) -> Pipeline:
+    def _fit(self, run: Run, model: Pipeline, fold: int, train: np.ndarray,
+             may_stop: bool) -> Pipeline:
         """The pipeline fitted on the fold's training rows; its first step (the column
         preprocessing) is fitted once per fold and kind, then reused by later candidates."""
         (name, preprocess), (last, estimator) = model.steps[0], model.steps[-1]
@@ -276,25 +299,56 @@ class Search:
         if fitted is None:
             fitted = self._prepared[key] = clone(preprocess).fit(X, y)
         matrix = fitted.transform(X)
-        if may_stop and isinstance(estimator, _BOOSTING):
-            self._probe(estimator, matrix, y)
+        if _stages(estimator):
+            self._probe(run, estimator, matrix, y, fold, may_stop)
         estimator.fit(matrix, y)
         return Pipeline([(name, fitted), (last, estimator)])
 
-    def _probe(self, estimator: Any, matrix: np.ndarray, y: np.ndarray) -> None:
-        """Boosting's cost varies most (one tree per class and iteration: 0.6 s a fold of
-        digits for a forest, 4-7 s for boosting), so its first tenth of iterations is fitted
-        first: _OutOfTime when the rest, timed from it, would end past the budget. The fit
-        then carries on from those iterations (warm start), so nothing is fitted twice."""
-        total = estimator.max_iter
-        first = max(1, total // 10)
-        estimator.set_params(warm_start=True, max_iter=first)
+    def _probe(self, run: Run, estimator: Any, matrix: np.ndarray, y: np.ndarray, fold: int,
+               may_stop: bool) -> None:
+        """Fit the first PROBE_SHARE of the estimator's stages and time them; from that,
+        the candidate's remaining cost (this fold's rest, its later folds, and its refit
+        on all rows, a fold's cost scaled by the rows). If it does not fit in what is left:
+        on its first fold, fewer stages when at least REDUCE_AT_LEAST of them fit (the
+        candidate then keeps that number, its refit too), else _OutOfTime. The fit then
+        carries on from the probe's stages (warm start). Candidates that must finish are
+        only ever reduced, down to the probe's stages."""
+        param, total = _stages(estimator)
+        first = max(1, int(total * PROBE_SHARE))
+        estimator.set_params(warm_start=True, **{param: first})
         started = time.perf_counter()
         estimator.fit(matrix, y)
-        rest = (time.perf_counter() - started) * (total - first) / first
-        estimator.set_params(max_iter=total)
-        if time.perf_counter() + rest + self._refit_reserve() > self.deadline:
-            raise _OutOfTime(f"time budget: its fold would take about {rest:.1f} s more")
+        per_stage = (time.perf_counter() - started) / first
+        train_share = 1 - len(self.folds.tests[0]) / self.folds.rows
+        # Fits to come, in units of this fold's full fit: the rest of its folds, then its
+        # refit on all rows (a fold's fit scaled by the rows).
+        folds_left = len(self.folds.tests) - fold
+        own_refit = 1 / train_share
+        # One refit follows the search: this candidate's if it leads, else the leader's.
+        refit = max(per_stage * total * own_refit, self.refit_reserve())
+        left = self.deadline + (self.slack if run.scores else 0.0) - time.perf_counter()
+        needed = per_stage * (total * folds_left - first) + refit
+        if needed <= left:
+            estimator.set_params(**{param: total})
+            return
+        affordable = int((left + per_stage * first) / (per_stage * (folds_left + own_refit)))
+        if run.scores:  # folds already scored with `total` stages: no changing it now
+            if may_stop:
+                raise _OutOfTime(f"time budget: stopped after {len(run.scores)} folds, the "
+                                 f"rest would take about {needed:.1f} s, {left:.1f} s left")
+            estimator.set_params(**{param: total})
+            return
+        if may_stop and affordable <= total * REDUCE_AT_LEAST:
+            raise _OutOfTime(f"skipped: timed on {first} {_STAGE_NAMES[param]}, it would take "
+                             f"about {needed:.1f} s more, and {max(0.0, left):.1f} s are left")
+        stages = max(first, min(total, affordable))
+        estimator.set_params(**{param: stages})
+        run.reduced = (f"{stages} {_STAGE_NAMES[param]} instead of {total}: timed on "
+                       f"{first}, all {total} would take about {needed:.1f} s more, "
+                       f"{max(0.0, left):.1f} s were left")
+        template = clone(run.candidate.estimator).set_params(**{param: stages})
+        run.candidate = Candidate(run.candidate.family,
+                                  {**run.candidate.params, param: stages}, template)
 
     def _predict(self, model: Pipeline, X: pd.DataFrame) -> np.ndarray:  # noqa: N803
         if self.classes is None:
@@ -311,16 +365,15 @@ class Search:
 
     def _late(self, run: Run | None = None) -> bool:
         """Past the deadline, or would be after one more fold of ``run`` (as long as its
-        folds so far, or, before its first, as the slowest fold of any run yet) and the
-        refit of the leader on all rows (its fold time scaled by the rows)."""
-        if run is not None and run.scores:
-            expected = run.fit_time / len(run.scores)
-        else:
-            expected = max((r.fit_time / len(r.scores) for r in self.runs if r.scores),
-                           default=0.0)
-        return time.perf_counter() + expected + self._refit_reserve() > self.deadline
+        folds so far; a first fold is timed by the probe of a staged candidate, and a linear
+        one is cheap) and the refit of the leader on all rows (its fold time scaled by the
+        rows)."""
+        started = run is not None and bool(run.scores)
+        expected = run.fit_time / len(run.scores) if started else 0.0
+        return time.perf_counter() + expected + self.refit_reserve() \
+            > self.deadline + (self.slack if started else 0.0)
 
-    def _refit_reserve(self) -> float:
+    def refit_reserve(self) -> float:
         """Seconds the leader so far would take to refit on all rows."""
         timed = [r for r in self.runs if r.scores]
         if not timed:
@@ -328,6 +381,18 @@ class Search:
         leader = max(timed, key=lambda r: r.mean)
         train_share = 1 - len(self.folds.tests[0]) / self.folds.rows
         return leader.fit_time / len(leader.scores) / train_share
+
+
+_STAGE_NAMES = {"max_iter": "iterations", "n_estimators": "trees"}
+
+
+def _stages(estimator: Any) -> tuple[str, int] | None:
+    """The parameter counting an estimator's stages and its value (for warm starts)."""
+    if isinstance(estimator, _BOOSTING):
+        return "max_iter", int(estimator.max_iter)
+    if isinstance(estimator, RandomForestClassifier | RandomForestRegressor):
+        return "n_estimators", int(estimator.n_estimators)
+    return None
 
 
 def score(problem: str, y_true: np.ndarray, y_pred: np.ndarray) -> float:

@@ -26,7 +26,7 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
-from .columns import NUMERIC, ColumnInfo, DatetimeParts, infer_column, normalise
+from .columns import NUMERIC, ColumnInfo, DatetimeParts, infer_column, is_text, normalise
 from .diagnostics import pictures
 from .errors import METRICS, PROBLEMS, TrainingError
 from .measures import (
@@ -55,6 +55,11 @@ BUDGET_SMALL_S, BUDGET_SMALL_ROWS = 6.0, 10_000
 BUDGET_MAX_S, BUDGET_MAX_ROWS = 45.0, 100_000
 # Share of the budget that importances may take after the search (they are cheap: batched).
 IMPORTANCE_SHARE = 0.1
+# A candidate already started may run this share of the budget past the search's deadline
+# rather than lose its folds (so training ends within about 1.2 x the budget).
+SLACK_SHARE = 0.1
+# describe's target feature lists at most this many of its classes.
+MAX_LISTED_VALUES = 100
 _ENCODERS = {
     "integer": "SimpleImputer(median, missing flag) + StandardScaler",
     "float": "SimpleImputer(median, missing flag) + StandardScaler",
@@ -79,8 +84,9 @@ def train(frame: pd.DataFrame, target: str, *, problem: str | None = None,
     """Train a model predicting ``target`` from the other columns of ``frame``.
 
     ``validation_fraction`` is the share held out when the data is too large for k-fold
-    (100 000 rows or more); ``time_budget_s`` bounds the candidate search together with the
-    refit of its leader (default: scaled to the rows, see ``default_budget``).
+    (100 000 rows or more); ``time_budget_s`` bounds the whole training — the search, the
+    refit of its leader and the measures — to about 1.2 times it (default: scaled to the
+    rows, see ``default_budget``).
     """
     with one_native_thread(), joblib_backend():
         return _train(frame, target, problem, validation_fraction, time_budget_s, random_state)
@@ -100,7 +106,9 @@ class _Target:
 
     name: str
     values: np.ndarray   # labels (classification) or floats (regression)
-    base: str            # normalise()'s base type: bool | int | float | string | datetime
+    # normalise()'s base type (bool | int | float | string | datetime), or "text": the
+    # source's own strings, kept as they were so that predictions answer them unchanged
+    base: str
     problem: str
 
 
@@ -117,26 +125,31 @@ class _Measures:
     score_interval: ScoreInterval
     budget_s: float
     search_s: float
+    training_s: float = 0.0
 
 
 def _train(frame: pd.DataFrame, target: str, problem: str | None, validation_fraction: float,
            time_budget_s: float | None, random_state: int) -> TrainResult:
+    # The budget counts from here: reading the columns, the search, the refit and the measures.
+    started = time.perf_counter()
     _check_request(frame, problem, validation_fraction)
     frame, goal = _target(frame, target, problem)
     # Each column is normalised once: on 100 000 rows that took seconds a column.
     normalised = {name: normalise(frame[name]) for name in frame.columns if name != goal.name}
-    columns = [infer_column(name, *found) for name, found in normalised.items()]
+    columns = [infer_column(name, *found, text=is_text(frame[name]))
+               for name, found in normalised.items()]
     used = _inputs(columns, goal.name)
     X = pd.DataFrame({c.name: normalised[c.name][0] for c in used},  # noqa: N806
                      index=frame.index)
     budget = time_budget_s or default_budget(len(X), len(used))
-    measures = _measure(used, X, goal, validation_fraction, budget, random_state)
+    measures = _measure(used, X, goal, validation_fraction, budget, random_state, started)
     # Measured out of fold; the model that is stored learns from every row.
     fitted = _fit(_pipeline(used, clone(measures.best.candidate.estimator)), X, goal.values)
     _single_threaded(fitted)
     final = CalibratedModel(fitted, measures.calibration.temperature) \
         if measures.calibration else fitted
     interval = (measures.interval.low, measures.interval.high) if measures.interval else None
+    measures.training_s = time.perf_counter() - started
     description = _describe(fitted, goal, columns, used, measures)
     return TrainResult(artifact=_artifact(final, goal, used, interval),
                        accuracy=round(measures.best.mean, 4), description=description,
@@ -144,20 +157,24 @@ def _train(frame: pd.DataFrame, target: str, problem: str | None, validation_fra
 
 
 def _measure(used: list[ColumnInfo], X: pd.DataFrame, goal: _Target,  # noqa: N803
-             validation_fraction: float, budget: float, random_state: int) -> _Measures:
+             validation_fraction: float, budget: float, random_state: int,
+             started: float) -> _Measures:
     """Compare the candidates on shared folds, then measure the winner out of fold."""
-    started = time.perf_counter()
+    search_started = time.perf_counter()
     y = goal.values
     folds = make_folds(y, goal.problem, random_state, validation_fraction)
     classes = np.unique(y) if goal.problem == "classification" else None
+    # The search (with the leader's refit, which it keeps time for) may use what is left of
+    # the budget but the importances' share.
     search = Search(lambda estimator: _pipeline(used, estimator), X, y, goal.problem,
-                    classes, folds, budget)
+                    classes, folds, started + budget * (1 - IMPORTANCE_SHARE),
+                    slack=SLACK_SHARE * budget)
     try:
         best = search.run(candidates(goal.problem, len(X), random_state))
     except RuntimeError:
         raise TrainingError("Every candidate estimator failed: " + "; ".join(
             f"{r.candidate.family}: {r.error}" for r in search.runs if r.error)) from None
-    search_s = time.perf_counter() - started
+    search_s = time.perf_counter() - search_started
     scored = folds.scored
     calibration = interval = None
     if classes is not None:
@@ -166,7 +183,9 @@ def _measure(used: list[ColumnInfo], X: pd.DataFrame, goal: _Target,  # noqa: N8
     else:
         interval = residual_interval(y[scored] - best.oof[scored], random_state)
     found = importances(best.models, X, y, folds, goal.problem,
-                        max(1.0, IMPORTANCE_SHARE * budget), random_state)
+                        max(0.0, min(IMPORTANCE_SHARE * budget,
+                                     started + budget - time.perf_counter()
+                                     - search.refit_reserve())), random_state)
     spread = score_interval(goal.problem, best.scores, y[scored],
                             search.predicted(best.oof[scored]),
                             round(len(scored) / len(folds.tests)), random_state)
@@ -196,7 +215,16 @@ def _target(frame: pd.DataFrame, target: str, problem: str | None
             ) -> tuple[pd.DataFrame, _Target]:
     """The rows that have a target value, and the target: enough rows, more than one value."""
     target = _find_column(frame, target)
-    y_raw, y_base = normalise(frame[target])
+    if is_text(frame[target]) and problem != "regression":
+        # Classes are the source's own strings: 'yes'/'no', '007', '1'/'0' or a date written
+        # as text come back from predictions exactly as the training rows held them (read
+        # as booleans or numbers they came back as true/false, 7 or 1).
+        source = frame[target]
+        y_raw = pd.Series(source.to_numpy(dtype=object), index=source.index).where(
+            source.notna().to_numpy(), None)
+        y_base = "text"
+    else:
+        y_raw, y_base = normalise(frame[target])
     keep = y_raw.notna().to_numpy()
     frame, y_raw = frame.loc[keep], y_raw[keep]
     if len(y_raw) < MIN_ROWS:
@@ -227,7 +255,9 @@ def _artifact(final: Pipeline, goal: _Target, used: list[ColumnInfo],
         "pipeline": final,
         "target": goal.name,
         "problem": goal.problem,
-        "columns": [(c.name, c.kind) for c in used],
+        "columns": [(c.name, c.kind, {"gaps": c.gaps, "source": c.source,
+                                      "seen": sorted(c.seen) if c.seen is not None else None})
+                    for c in used],
         "target_kind": _target_kind(goal.base, goal.problem),
         "interval": interval,
     }
@@ -271,6 +301,8 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
         "importances": m.importances.describe(),
         "time_budget_s": m.budget_s,
         "search_time_s": round(m.search_s, 3),
+        "training_time_s": round(m.training_s, 3),
+        "search": _search_summary(m.runs),
         "ignored_columns": {c.name: c.reason for c in columns if not c.used},
     }
     if m.calibration is not None:
@@ -296,11 +328,36 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
          **({"reason": c.reason} if c.reason else {})}
         for c in columns
     ]
-    features.append({"column": goal.name, "type": _target_kind(goal.base, problem),
-                     "encoder": "LabelEncoder" if problem == "classification" else "identity",
-                     "role": "target"})
+    # Every record has the same keys, so SQL's DESCRIBE …features equals REST's records.
+    for feature, column in zip(features, columns, strict=True):
+        # "text": the source held text, which this column's number, boolean or date is
+        # read from (a value that cannot be is an unknown input at prediction).
+        feature["source_type"] = column.source
+        feature["values"] = None
+    classes = problem == "classification"
+    features.append({
+        "column": goal.name, "type": _target_kind(goal.base, problem),
+        "encoder": "LabelEncoder" if classes else "identity", "role": "target",
+        "source_type": goal.base if classes else None,
+        # The values predictions answer, exactly as the training rows held them.
+        "values": [_plain(v) for v in np.unique(goal.values)[:MAX_LISTED_VALUES]]
+        if classes else None})
     tried = [run.record(metric, run is m.best, len(m.folds.tests)) for run in m.runs]
     return {"info": info, "features": features, "model": tried}
+
+
+def _search_summary(runs: list[Run]) -> dict[str, Any]:
+    """Which candidates ran (in the order tried), which were cut short or skipped, and why."""
+    def name(run: Run) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in run.candidate.params.items() if v is not None)
+        return f"{run.candidate.family}({params})"
+    return {
+        "order": "cheap and strong first: gradient boosting, linear, random forest",
+        "ran": [name(r) for r in runs if r.scores and not r.stopped and not r.error],
+        "reduced": {name(r): r.reduced for r in runs if r.reduced},
+        "stopped_or_skipped": {name(r): r.stopped for r in runs if r.stopped},
+        "failed": {name(r): r.error for r in runs if r.error},
+    }
 
 
 def _rare_classes(y: np.ndarray) -> dict[str, int]:
@@ -362,7 +419,7 @@ def _problem(target: str, y: pd.Series, base: str, requested: str | None) -> str
         return "regression"
     if requested == "classification":
         return "classification"
-    if base in ("string", "bool"):
+    if base in ("string", "bool", "text"):
         return "classification"
     # Few distinct integers are classes, unless there are so few rows that nearly every value
     # is its own class (linnerud's 20 weights): that is a quantity.
@@ -384,7 +441,7 @@ def _labels(y: pd.Series, base: str) -> np.ndarray:
 def _target_kind(base: str, problem: str) -> str:
     if base == "bool":
         return "binary"
-    if base == "string":
+    if base in ("string", "text"):
         return "categorical"
     return "integer" if base == "int" else "float"
 

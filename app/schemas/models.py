@@ -180,6 +180,10 @@ class DescribeInfo(Schema):
     importances = JsonObject(required=True)
     time_budget_s = fields.Float(required=True)
     search_time_s = fields.Float(required=True)
+    training_time_s = fields.Float(metadata={
+        "description": "Wall-clock seconds of the whole training, next to time_budget_s"})
+    search = JsonObject(metadata={
+        "description": "Candidates that ran, were reduced, stopped or skipped (with why)"})
     ignored_columns = fields.Dict(keys=fields.String(), values=fields.String(), required=True)
     calibration = JsonObject(metadata={"description": "Classification only"})
     interval = JsonObject(metadata={"description": "Regression only"})
@@ -195,6 +199,13 @@ class DescribeFeature(Schema):
     role = fields.String(required=True, validate=validate.OneOf(("feature", "ignored",
                                                                  "target")))
     reason = fields.String()
+    source_type = fields.String(allow_none=True, metadata={
+        "description": "'text' when the source held text (a number, boolean or date was "
+                       "read from it); for a classification target, the type of its values "
+                       "(text, bool, int, float)"})
+    values = fields.List(fields.Raw(), allow_none=True, metadata={
+        "description": "Target of a classification: the values predictions answer, as "
+                       "the training rows held them"})
 
 
 class DescribeCandidate(Schema):
@@ -213,3 +224,6 @@ class DescribeCandidate(Schema):
         "description": "Why it did not run every fold (halving, time budget); null if it did"})
     error = fields.String(allow_none=True, metadata={
         "description": "Why this candidate failed to train; null if it did not"})
+    reduced = fields.String(allow_none=True, metadata={
+        "description": "Why it ran fewer iterations or trees than its setting (the time "
+                       "budget); null if it did not"})

@@ -172,11 +172,16 @@ def describe_model(project: str, ref: str, attribute: str | None = None) -> list
     return [records] if attribute == "info" else list(records or [])
 
 
-def predict(project: str, ref: str, rows: list[dict[str, Any]] | dict[str, Any]) -> list[dict]:
-    """The rows with the predicted column, its confidence and an explanation added."""
+def predict(project: str, ref: str, rows: list[dict[str, Any]] | dict[str, Any], *,
+            whole_columns: bool = False) -> list[dict]:
+    """The rows with the predicted column, its confidence and an explanation added.
+
+    ``whole_columns``: the rows are a table's (a JOIN), which must have every input column.
+    """
     rows = [rows] if isinstance(rows, dict) else rows
     try:
-        return ml.predict(_complete_loaded(project, ref) or _found_loaded(project, ref), rows)
+        return ml.predict(_complete_loaded(project, ref) or _found_loaded(project, ref), rows,
+                          whole_columns=whole_columns)
     except ml.PredictionError as exc:
         errors = {exc.column: [exc.message]} if exc.column else None
         raise Unprocessable(exc.message, title="Invalid prediction input", errors=errors) from exc

@@ -151,6 +151,26 @@ def test_models(url):
         project.models.drop("iris_m")
 
 
+def test_text_target_values_and_unknown_inputs(url):
+    # issue 26: a 'yes'/'no' target came back as true/false, and a value the model could not
+    # read failed the whole prediction.
+    project = mindsdb_sdk.connect(url).projects.create("sdk_yes")
+    query = ("SELECT sepal_length, petal_length, CASE WHEN species = 'setosa' THEN 'yes' "
+             "ELSE 'no' END AS setosa FROM iris")
+    model = project.models.create("yes_m", predict="setosa", query=query, database="demo",
+                                  options={"join_learn_process": True, "time_budget_s": 2})
+    assert model.data["status"] == "complete"
+    predicted = model.predict(pd.DataFrame([
+        {"sepal_length": 5.1, "petal_length": 1.4},
+        {"sepal_length": 7.7, "petal_length": "long"}]))
+    assert list(predicted.setosa[:1]) == ["yes"] and predicted.setosa[1] in ("yes", "no")
+    assert '"unknown_inputs": {"petal_length"' in predicted.setosa_explain[1]
+    joined = model.predict(project.server.databases.get("demo").query(
+        "SELECT sepal_length, petal_length FROM iris WHERE petal_length > 6"))
+    assert len(joined) > 0 and set(joined.setosa) == {"no"}
+    project.models.drop("yes_m")
+
+
 def test_model_versions(url):
     # MindsDB's documented version script (sdks/python/manage-model-versions), unchanged.
     project = mindsdb_sdk.connect(url).projects.create("sdk_p4")

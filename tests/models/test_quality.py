@@ -207,6 +207,15 @@ def test_dates_gaps_identifiers_and_rare_classes(gen):
         {"day": "2020-01-07", "at": "2020-01-07T10:30:00", "shop": "west", "units": 21}]})
     assert answer.status_code == 200, answer.get_json()
     assert [a["kind"] for a in answer.get_json()] == ["big", "small"]
+    # A shop the model never saw, and a date that is no date: the row is still predicted,
+    # and its explanation names both as unknown (issue 26; the date was a 422).
+    odd = gen.post("/api/projects/p1/models/s/predict", json={"data": [
+        {"day": "someday", "at": "2020-01-04T10:30:00", "shop": "west", "price": 3.0,
+         "units": 38}]})
+    assert odd.status_code == 200, odd.get_json()
+    unknown = json.loads(odd.get_json()[0]["kind_explain"])["unknown_inputs"]
+    assert unknown == {"day": "'someday' is not an ISO 8601 date or timestamp",
+                       "shop": "'west' was not seen in training"}
 
 
 @pytest.mark.parametrize("value, words", [

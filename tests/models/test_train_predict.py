@@ -145,14 +145,27 @@ def _check_known_rows(p1):
 
 
 def _check_wrong_types(p1):
-    response = p1.post("/api/projects/p1/models/iris_model/predict",
-                       json={"data": [SETOSA, {**SETOSA, "petal_width": "wide"}]})
-    # Rows of the documented shape (objects) whose values the model cannot read: 422.
-    body = assert_problem(response, 422, "petal_width")
-    assert "petal_width" in body["errors"]
-    for bad in ({"petal_width": [1]}, {"petal_width": {"a": 1}}, {"petal_width": "2,5"}):
-        assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
-                               json={"data": [bad]}), 422, "petal_width")
+    # A value the model cannot read (text, a list, an object, infinity, a number beyond a
+    # float) no longer fails the batch (it was a 422 for all the rows): its row is predicted
+    # with that input unknown, and its explanation says so.
+    bad_values = ["wide", [1], {"a": 1}, "2,5", "inf", "-Infinity", 10 ** 400]
+    rows = [SETOSA] + [{**SETOSA, "petal_width": bad} for bad in bad_values]
+    response = p1.post("/api/projects/p1/models/iris_model/predict", json={"data": rows})
+    assert response.status_code == 200, response.get_json()
+    answers = response.get_json()
+    assert "unknown_inputs" not in json.loads(answers[0]["species_explain"])
+    for answer in answers[1:]:
+        assert answer["species"] in ("setosa", "versicolor", "virginica")
+        unknown = json.loads(answer["species_explain"])["unknown_inputs"]
+        assert list(unknown) == ["petal_width"] and "not a number" in unknown["petal_width"]
+    # Iris has no gaps: a missing value (null, or a key not sent) is unknown too.
+    gaps = p1.post("/api/projects/p1/models/iris_model/predict",
+                   json={"data": [{**SETOSA, "petal_width": None}, {"petal_length": 1.4}]})
+    assert gaps.status_code == 200, gaps.get_json()
+    first, second = (json.loads(a["species_explain"])["unknown_inputs"]
+                     for a in gaps.get_json())
+    assert list(first) == ["petal_width"] and "missing" in first["petal_width"]
+    assert set(second) == {"sepal_length", "sepal_width", "petal_width"}
     # Not rows at all: 400.
     assert_problem(p1.post("/api/projects/p1/models/iris_model/predict", json={"data": 3}),
                    400, "data")
@@ -167,14 +180,17 @@ def _check_wrong_types(p1):
                            json={"data": [SETOSA], "extra": 1}), 400, "extra")
     empty = p1.post("/api/projects/p1/models/iris_model/predict", json={"data": []})
     assert empty.status_code == 200 and empty.get_json() == []
-    # Infinite and overflowing numbers were a 500 (scikit-learn refuses infinities).
-    for bad in ("inf", "-Infinity", 10 ** 400):
-        assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
-                               json={"data": [{**SETOSA, "petal_width": bad}]}),
-                       422, "petal_width")
+    # Numbers so large that scaling them overflows failed the batch (422): the batch is
+    # predicted again with them unknown.
     extreme = {**SETOSA, "sepal_length": 1e308, "sepal_width": -1e308}
-    assert_problem(p1.post("/api/projects/p1/models/iris_model/predict",
-                           json={"data": [extreme]}), 422, "too large")
+    answered = p1.post("/api/projects/p1/models/iris_model/predict",
+                       json={"data": [SETOSA, extreme]})
+    assert answered.status_code == 200, answered.get_json()
+    first, second = answered.get_json()
+    assert "unknown_inputs" not in json.loads(first["species_explain"])
+    assert json.loads(second["species_explain"])["unknown_inputs"] == {
+        "sepal_length": "1e+308 is too large to use",
+        "sepal_width": "-1e+308 is too large to use"}
     # Numbers sent as text are read as numbers.
     ok = p1.post("/api/projects/p1/models/iris_model/predict",
                  json={"data": [{k: str(v) for k, v in VIRGINICA.items()}]})
