@@ -12,7 +12,7 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import duckdb
@@ -68,16 +68,20 @@ def federated_select(query: str, registry: SourceRegistry, context: DataSource |
     """Run the SELECT ``query`` over the data sources it names."""
     statement = statement or Statement(uuid.uuid4().hex)
     parsed = parse(query, registry)  # a write is refused here, before any leg runs
-    timeout = _timeout(parsed, registry, context, limits.timeout_s)
+    named = _named_sources(parsed, registry, context)
+    timeout = _timeout(named, limits.timeout_s)
     deadline = time.monotonic() + timeout
     statement.deadline = deadline
+    statement.source = ", ".join(source.name for source in named)
+    statement.sql = query
+    # A source's own row cap holds in a statement that reads it with others.
+    limits = replace(limits, max_rows=min([limits.max_rows] + [s.max_rows for s in named]))
     session = current_engine().session()
     try:
         plan = split(parsed, registry, context, lambda source, table: _guard(
             statement, timeout, lambda: leg_runner.describe(registry, statement, deadline,
                                                             source, table)))
-        statement.source = ", ".join(sources_of(plan))
-        statement.sql = query
+        statement.legs = plan.legs
         for leg in plan.legs:
             _guard(statement, timeout, lambda leg=leg: leg_runner.load(
                 registry, statement, deadline, leg, session, limits.max_leg_rows))
@@ -94,7 +98,7 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
     """Rows of EXPLAIN: each leg (its source and the SQL sent to it), then the engine."""
     statement = statement or Statement(uuid.uuid4().hex)
     parsed = parse(query, registry)
-    timeout = _timeout(parsed, registry, context, timeout_s)
+    timeout = _timeout(_named_sources(parsed, registry, context), timeout_s)
     deadline = time.monotonic() + timeout
     try:
         plan = split(parsed, registry, context, lambda source, table: _guard(
@@ -108,16 +112,23 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
     return rows
 
 
-def _timeout(parsed: Any, registry: SourceRegistry, context: DataSource | None,
-             requested: float | None) -> float:
-    """The strictest time limit of the sources the statement names (a request may lower
-    it, never raise it)."""
-    limits = []
+def _named_sources(parsed: Any, registry: SourceRegistry, context: DataSource | None
+                   ) -> list[DataSource]:
+    """The data sources the statement's tables name (the legs' sources, known before the
+    legs are planned)."""
+    found: dict[str, DataSource] = {}
     for table in parsed.find_all(exp.Table):
         name = table.catalog or table.db
         source = (registry.get(name) if name else None) or context
         if source is not None:
-            limits.append(effective_timeout(source, requested))
+            found.setdefault(source.name, source)
+    return list(found.values())
+
+
+def _timeout(sources: list[DataSource], requested: float | None) -> float:
+    """The strictest time limit of the sources the statement names (a request may lower
+    it, never raise it)."""
+    limits = [effective_timeout(source, requested) for source in sources]
     return min(limits) if limits else float(requested or 30.0)
 
 
