@@ -21,6 +21,7 @@ the engine, in DuckDB's dialect.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,6 +46,10 @@ class Leg:
     table: exp.Table                 # as the source knows it (no source qualifier)
     alias: str                       # the alias the engine statement uses for its rows
     columns: list[str] = field(default_factory=list)
+    # A leg that joins several tables of its source: all of them (table, alias), and where
+    # each of its columns comes from (output name -> (alias, column)).
+    joined: list[tuple[exp.Table, str]] = field(default_factory=list)
+    origin: dict[str, tuple[str, str]] = field(default_factory=dict)
     filters: list[exp.Expression] = field(default_factory=list)
     limit: int | None = None
     sql: str = ""                    # in the source's dialect
@@ -55,7 +60,9 @@ class Leg:
         return f"{LEG_PREFIX}{self.index}"
 
     def label(self) -> str:
-        return f"{self.source.name}.{self.table.sql(dialect=self.source.sqlglot_dialect)}"
+        glot = self.source.sqlglot_dialect
+        tables = [table for table, _ in self.joined] or [self.table]
+        return ", ".join(f"{self.source.name}.{table.sql(dialect=glot)}" for table in tables)
 
 
 @dataclass
@@ -168,6 +175,7 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
         raise _unresolved(exc, legs, schema) from None
     except SqlglotError as exc:
         raise SqlError(ErrorCode.SYNTAX, f"The statement cannot be read: {exc}") from None
+    legs = _join_in_sources(statement, legs)
     _fill_legs(statement, legs)
     try:
         engine_sql = statement.sql(dialect="duckdb")
@@ -182,11 +190,17 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
 
 def leg_sql(leg: Leg) -> str:
     """The leg's query in its source's dialect."""
-    table = leg.table.copy()
-    table.set("alias", exp.TableAlias(this=exp.to_identifier(leg.alias, quoted=True)))
-    columns = [exp.column(c, table=leg.alias, quoted=True) for c in leg.columns] \
-        or [exp.alias_(exp.Literal.number(1), "quarry_one")]
-    select = exp.select(*columns).from_(table)
+    tables = leg.joined or [(leg.table, leg.alias)]
+    columns: list[exp.Expression] = []
+    for name in leg.columns:
+        alias, column = leg.origin.get(name, (leg.alias, name))
+        value = exp.column(column, table=alias, quoted=True)
+        columns.append(value if column == name else exp.alias_(value, name, quoted=True))
+    select = exp.select(*(columns or [exp.alias_(exp.Literal.number(1), "quarry_one")]))
+    for i, (table, alias) in enumerate(tables):
+        table = table.copy()
+        table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+        select = select.from_(table) if i == 0 else select.join(table, join_type="CROSS")
     for condition in leg.filters:
         select = select.where(condition.copy(), copy=False)
     if leg.limit is not None:
@@ -239,6 +253,9 @@ def _fill_legs(statement: exp.Expression, legs: list[Leg]) -> None:
         leg = next((lg for lg in legs if lg.name == node.name), None)
         if leg is None:
             continue
+        if leg.joined:  # its columns and filters were decided when its tables were joined
+            leg.columns = sorted(leg.origin)
+            continue
         leg.alias = node.alias_or_name  # the qualifier keeps or canonicalises it
         leg.columns = sorted(wanted.get(leg.alias.lower(), ()))
         _push_down(node, leg)
@@ -277,6 +294,128 @@ def _push_down(table: exp.Table, leg: Leg) -> None:
         skip = _literal_int(offset.expression) if offset is not None else 0
         if count is not None and skip is not None:
             leg.limit = count + skip
+
+
+def _join_in_sources(statement: exp.Expression, legs: list[Leg]) -> list[Leg]:
+    """Merge the legs of one source that a SELECT joins (inner joins only) into one leg
+    that the source joins itself; the legs after merging."""
+    aliases = Counter(t.alias_or_name.lower() for t in statement.find_all(exp.Table))
+    merged = True
+    while merged:
+        merged = False
+        for select in statement.find_all(exp.Select):
+            group = _same_source_group(select, legs, aliases)
+            if group is not None:
+                legs = _merge(statement, select, legs, *group)
+                merged = True
+                break
+    return legs
+
+
+def _same_source_group(select: exp.Select, legs: list[Leg], aliases: Counter
+                       ) -> tuple[list[Leg], list[exp.Expression]] | None:
+    """Legs of one source joined in ``select`` and connected by conditions the source can
+    evaluate, with those conditions; None when there are none."""
+    joins = select.args.get("joins") or []
+    start = select.args.get("from_")
+    if not joins or start is None:
+        return None
+    for join in joins:
+        # Outer joins keep their legs apart: where their conditions apply matters.
+        if join.args.get("using") or (join.side or "") or \
+                (join.kind or "").upper() not in ("", "INNER", "CROSS"):
+            return None
+    by_name = {leg.name: leg for leg in legs}
+    groups: dict[str, list[Leg]] = {}
+    for node in [start.this] + [join.this for join in joins]:
+        leg = by_name.get(node.name) if isinstance(node, exp.Table) else None
+        # An alias used twice in the statement could not be told apart when rewritten.
+        if leg is not None and not leg.joined and aliases[leg.alias.lower()] == 1:
+            groups.setdefault(leg.source.name, []).append(leg)
+    conditions = _select_conditions(select)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        names = {leg.alias.lower() for leg in members}
+        pushed = [c for c in conditions if _pushable(c, names, members[0].source)]
+        connected = _connected(names, pushed)
+        if len(connected) < 2:
+            continue
+        return [leg for leg in members if leg.alias.lower() in connected], \
+            [c for c in pushed if _aliases(c) <= connected]
+    return None
+
+
+def _select_conditions(select: exp.Select) -> list[exp.Expression]:
+    conditions = []
+    where = select.args.get("where")
+    if where is not None:
+        conditions += _conjuncts(where.this)
+    for join in select.args.get("joins") or []:
+        if join.args.get("on") is not None:
+            conditions += _conjuncts(join.args["on"])
+    return conditions
+
+
+def _aliases(condition: exp.Expression) -> set[str]:
+    return {(c.table or "").lower() for c in condition.find_all(exp.Column)}
+
+
+def _connected(names: set[str], conditions: list[exp.Expression]) -> set[str]:
+    """The largest set of ``names`` linked by conditions between them (a join graph's
+    component): tables without a condition between them are not joined at the source,
+    where they would make a cross product."""
+    links = [_aliases(c) for c in conditions if len(_aliases(c)) > 1]
+    best: set[str] = set()
+    for first in sorted(names):
+        component = {first}
+        grown = True
+        while grown:
+            grown = False
+            for link in links:
+                if link & component and not link <= component:
+                    component |= link
+                    grown = True
+        if len(component) > len(best):
+            best = component
+    return best
+
+
+def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],
+           members: list[Leg], pushed: list[exp.Expression]) -> list[Leg]:
+    index = max(leg.index for leg in legs) + 1
+    first = members[0]
+    merged = Leg(index, first.source, first.table, first.alias,
+                 joined=[(leg.table, leg.alias) for leg in members],
+                 filters=[c.copy() for c in pushed])
+    merged.alias = merged.name
+    names = {leg.name for leg in members}
+    # Inner joins only: every ON condition may as well be a WHERE condition, and the
+    # engine keeps them all (the source's answer is only ever a superset of the rows).
+    conditions = _select_conditions(select)
+    items = [select.args["from_"].this] + [join.this for join in select.args["joins"]]
+    kept: list[exp.Expression] = []
+    for item in items:
+        if isinstance(item, exp.Table) and item.name in names:
+            if item.name == first.name:
+                kept.append(exp.Table(this=exp.to_identifier(merged.name),
+                                      alias=exp.TableAlias(
+                                          this=exp.to_identifier(merged.name))))
+            continue
+        kept.append(item)
+    select.set("from_", exp.From(this=kept[0]))
+    select.set("joins", [exp.Join(this=item, kind="CROSS") for item in kept[1:]])
+    select.set("where", exp.Where(this=exp.and_(*conditions)) if conditions else None)
+    owners = {leg.alias.lower(): leg.alias for leg in members}
+    for column in statement.find_all(exp.Column):
+        alias = owners.get((column.table or "").lower())
+        if alias is None:
+            continue
+        name = f"{alias}__{column.name}".lower()
+        merged.origin[name] = (alias, column.name)
+        column.set("this", exp.to_identifier(name))
+        column.set("table", exp.to_identifier(merged.name))
+    return [leg for leg in legs if leg.name not in names] + [merged]
 
 
 def _literal_int(node: exp.Expression | None) -> int | None:
@@ -322,9 +461,12 @@ _SIMPLE = (exp.Column, exp.Identifier, exp.Literal, exp.Null, exp.Boolean, exp.E
            exp.Or, exp.Paren, exp.Like, exp.Neg, exp.Tuple)
 
 
-def _pushable(condition: exp.Expression, alias: str, source: DataSource) -> bool:
+def _pushable(condition: exp.Expression, alias: str | set[str], source: DataSource) -> bool:
+    """Whether ``condition`` reads only the columns of ``alias`` (or of these aliases) and
+    means the same in the source (or a little less strictly)."""
+    allowed = {alias} if isinstance(alias, str) else alias
     columns = list(condition.find_all(exp.Column))
-    if not columns or any((c.table or "").lower() != alias for c in columns):
+    if not columns or any((c.table or "").lower() not in allowed for c in columns):
         return False
     for node in condition.walk():
         if isinstance(node, exp.Cast) and source.dialect != "sqlite" \

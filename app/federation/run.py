@@ -106,8 +106,8 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
                                                             source, table)))
     finally:
         statement.detach(_Detached())
-    rows = [(f"leg {leg.index + 1}: {leg.name}", leg.source.name, leg.sql)
-            for leg in plan.legs]
+    rows = [(f"leg {i}: {leg.name}", leg.source.name, leg.sql)
+            for i, leg in enumerate(plan.legs, 1)]
     rows.append(("engine", "duckdb", plan.engine_sql))
     return rows
 

@@ -121,6 +121,10 @@ STATEMENTS = {
         "o.note AS note, c.name AS name, c.joined AS joined, c.score AS score, "
         "t.ratio AS ratio FROM {O} o LEFT JOIN {C} c ON o.customer_id = c.id "
         "LEFT JOIN {T} t ON t.country = c.country ORDER BY 1"),
+    "a join inside one source runs in that source": (
+        "SELECT a.id AS a, b.id AS b, c.name AS name FROM {O} a JOIN {O} b "
+        "ON a.customer_id = b.customer_id AND b.amount > 900 JOIN {C} c "
+        "ON c.id = a.customer_id WHERE a.amount < 150 ORDER BY 1, 2"),
     "exact decimal sum over the whole join": (
         "SELECT sum(o.amount) AS total, sum(o.amount * o.customer_id) AS weighted "
         "FROM {O} o JOIN {C} c ON o.customer_id = c.id"),
@@ -184,6 +188,16 @@ def test_explain_keeps_outer_join_filters_in_the_engine_and_pushes_a_safe_limit(
                              "pg.orders WHERE qty > 5 LIMIT 4) s JOIN maria.customers c "
                              "ON c.id = s.customer_id")
     assert steps["pg"].endswith("LIMIT 4"), steps
+
+
+def test_explain_shows_a_join_inside_one_source_sent_to_it(fquery):
+    steps = _explain(fquery, "SELECT a.id, b.id, c.name FROM pg.orders a JOIN pg.orders b "
+                             "ON a.customer_id = b.customer_id AND b.amount > 900 "
+                             "JOIN maria.customers c ON c.id = a.customer_id")
+    assert re.fullmatch(r'SELECT .* FROM orders AS "a" CROSS JOIN orders AS "b" WHERE '
+                        r"a\.customer_id = b\.customer_id AND b\.amount > 900", steps["pg"]), \
+        steps
+    assert "a__id" in steps["pg"] and "b__id" in steps["pg"]
 
 
 def test_a_single_source_statement_keeps_its_own_path(fquery):
