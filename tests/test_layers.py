@@ -49,6 +49,7 @@ LAZY_IMPORTS = {
     # ADBC (and its C++ driver) loads with the first Arrow/CSV stream from PostgreSQL.
     ("app.sql.stream", "app.sql.native"): "loads ADBC on the first native stream",
     ("app.sql.formats", "app.sql.native"): "writes batches only a native stream made",
+    ("app.federation.legs", "app.sql.native"): "casts batches only a native stream made",
     # Celery loads only with a broker configured (else in a Celery worker, via wsgi.celery).
     ("app", "app.tasks"): "loads Celery only when a broker is configured",
 }

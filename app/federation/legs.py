@@ -48,8 +48,12 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
             or [None] * len(stream.columns)
         names = [c.lower() for c in stream.columns]
         for batch in stream.batches():
-            session.append(leg.name, _record_batch(batch, names, kinds))
-            rows += len(batch)
+            if stream.native == "arrow":  # read by ADBC, every type declared
+                batch = _conform(batch, names, kinds)
+            else:
+                batch = _record_batch(batch, names, kinds)
+            session.append(leg.name, batch)
+            rows += batch.num_rows
             leg.rows = rows
         if stream.truncated:
             raise SqlError(ErrorCode.TOO_MANY_ROWS,
@@ -71,6 +75,14 @@ def _record_batch(batch: list, names: list[str], kinds: list[pa.DataType | None]
             kind = pa.null() if all(v is None for v in values) else _value_type(values)
         arrays.append(_arrow_column(values, kind, name))
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _conform(batch: pa.RecordBatch, names: list[str], kinds: list[pa.DataType | None]
+             ) -> pa.RecordBatch:
+    from ..sql.native import conform  # loaded already: ADBC made this batch
+
+    return conform(batch.rename_columns(names),
+                   pa.schema([pa.field(n, k) for n, k in zip(names, kinds, strict=True)]))
 
 
 def _open(registry: SourceRegistry, statement: Statement, deadline: float,

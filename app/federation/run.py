@@ -22,9 +22,10 @@ from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout
 from ..sql.running import TIME_LIMIT, Statement
 from ..sql.sources import DataSource, SourceRegistry
+from ..sql.stream import Cursor, TableStream
 from ..sql.syntax import parse_sqlglot
 from . import legs as leg_runner
-from .engine import Session, current_engine, engine_error
+from .engine import current_engine, engine_error
 from .plan import Plan, parse, shown_names, split
 
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
@@ -37,6 +38,7 @@ class Limits:
     max_rows: int                # rows of the answer (beyond: truncated)
     max_bytes: int | None        # text and bytes of the answer
     max_leg_rows: int            # rows of one leg (beyond: an error)
+    stream: bool = False         # a streamed answer: the stream's time limit, no row cap here
 
 
 @dataclass
@@ -65,32 +67,125 @@ def sources_of(plan: Plan) -> list[str]:
 
 def federated_select(query: str, registry: SourceRegistry, context: DataSource | None,
                      limits: Limits, statement: Statement | None) -> FederatedResult:
-    """Run the SELECT ``query`` over the data sources it names."""
-    statement = statement or Statement(uuid.uuid4().hex)
-    parsed = parse(query, registry)  # a write is refused here, before any leg runs
-    named = _named_sources(parsed, registry, context)
-    timeout = _timeout(named, limits.timeout_s)
-    deadline = time.monotonic() + timeout
-    statement.deadline = deadline
-    statement.source = ", ".join(source.name for source in named)
-    statement.sql = query
-    # A source's own row cap holds in a statement that reads it with others.
-    limits = replace(limits, max_rows=min([limits.max_rows] + [s.max_rows for s in named]))
-    session = current_engine().session()
+    """Run the SELECT ``query`` over the data sources it names; the buffered answer."""
+    run = _Run(query, registry, context, limits, statement)
     try:
-        plan = split(parsed, registry, context, lambda source, table: _guard(
-            statement, timeout, lambda: leg_runner.describe(registry, statement, deadline,
-                                                            source, table)))
-        statement.legs = plan.legs
-        for leg in plan.legs:
-            _guard(statement, timeout, lambda leg=leg: leg_runner.load(
-                registry, statement, deadline, leg, session, limits.max_leg_rows))
-        columns, rows, truncated = _engine(plan, session, statement, deadline, timeout,
-                                           limits)
+        run.load()
+        columns, rows, truncated = _engine(run)
     finally:
-        statement.detach(_Detached())
-        session.close()
-    return FederatedResult(columns, rows, truncated, sources_of(plan))
+        run.close()
+    return FederatedResult(columns, rows, truncated, sources_of(run.plan))
+
+
+def open_federated_stream(query: str, registry: SourceRegistry, context: DataSource | None,
+                          limits: Limits, statement: Statement) -> TableStream:
+    """Run the legs, start the engine, and answer its rows as a stream (``sql/stream.py``)
+    that reads them batch by batch from DuckDB; closing the stream ends the statement."""
+    run = _Run(query, registry, context, limits, statement)
+    try:
+        run.load()
+        result = run.start_engine()
+        names = shown_names(run.plan, [d[0] for d in result.description or ()])
+        reader = result.to_arrow_reader(10_000)
+    except BaseException:
+        run.close()
+        raise
+    pending: list[tuple] = []
+
+    def fetch(size: int) -> list[tuple]:
+        try:
+            while len(pending) < max(size, 1):
+                batch = reader.read_next_batch()
+                pending.extend(zip(*[c.to_pylist() for c in batch.columns], strict=True))
+        except StopIteration:
+            pass
+        except duckdb.Error as exc:
+            raise run.engine_failure(exc) from None
+        rows = pending[:size]
+        del pending[:size]
+        return rows
+
+    cursor = Cursor(names, fetch, lambda _complete: run.close())
+    stream = TableStream(_ENGINE_SOURCE, _Detached(), cursor, run.statement, run.timeout,
+                         limits.max_rows)
+    try:
+        stream.prefetch()
+    except BaseException:
+        stream.close()
+        raise
+    return stream
+
+
+class _Run:
+    """One federated statement while it runs: its plan, its engine session, its clock."""
+
+    def __init__(self, query: str, registry: SourceRegistry, context: DataSource | None,
+                 limits: Limits, statement: Statement | None) -> None:
+        self.query, self.registry, self.context = query, registry, context
+        self.statement = statement or Statement(uuid.uuid4().hex)
+        self.parsed = parse(query, registry)  # a write is refused here, before any leg
+        named = _named_sources(self.parsed, registry, context)
+        self.timeout = float(limits.timeout_s or 30.0) if limits.stream else \
+            _timeout(named, limits.timeout_s)
+        self.deadline = time.monotonic() + self.timeout
+        self.statement.deadline = self.deadline
+        self.statement.source = ", ".join(source.name for source in named)
+        self.statement.sql = query
+        if not limits.stream:  # a source's own row cap holds when it is read with others
+            limits = replace(limits, max_rows=min([limits.max_rows] +
+                                                  [s.max_rows for s in named]))
+        self.limits = limits
+        self.session = current_engine().session()
+        self.plan: Plan | None = None
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    def load(self) -> None:
+        """Plan the legs (reading each table's columns) and run them into the engine."""
+        statement, timeout, deadline = self.statement, self.timeout, self.deadline
+        self.plan = split(self.parsed, self.registry, self.context, lambda source, table:
+                          _guard(statement, timeout, lambda: leg_runner.describe(
+                              self.registry, statement, deadline, source, table)))
+        statement.legs = self.plan.legs
+        # Legs are read as for an Arrow answer: PostgreSQL then sends record batches
+        # through ADBC (sql/native.py) when it can, the fastest way in.
+        answer_format, statement.response_format = statement.response_format, "arrow"
+        try:
+            for leg in self.plan.legs:
+                _guard(statement, timeout, lambda leg=leg: leg_runner.load(
+                    self.registry, statement, deadline, leg, self.session,
+                    self.limits.max_leg_rows))
+        finally:
+            statement.response_format = answer_format
+
+    def start_engine(self) -> duckdb.DuckDBPyConnection:
+        """The engine statement, started; a cancel or the time limit interrupts it."""
+        statement = self.statement
+        if statement.stopped is not None:
+            raise statement.error(self.timeout)
+        statement.reattach("", self.session.interrupt)
+        self._timer = threading.Timer(max(self.deadline - time.monotonic(), 0.0),
+                                      lambda: statement.cancel(TIME_LIMIT))
+        self._timer.daemon = True
+        self._timer.start()
+        try:
+            return self.session.run(self.plan.engine_sql)
+        except duckdb.Error as exc:
+            raise self.engine_failure(exc) from None
+
+    def engine_failure(self, exc: duckdb.Error) -> SqlError:
+        if isinstance(exc, duckdb.InterruptException) or self.statement.stopped is not None:
+            return self.statement.error(self.timeout)
+        return engine_error(exc)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self.statement.detach(_Detached())
+        self.session.close()
 
 
 def explain(query: str, registry: SourceRegistry, context: DataSource | None,
@@ -144,29 +239,15 @@ def _guard(statement: Statement, timeout: float, work: Any) -> Any:
         raise
 
 
-def _engine(plan: Plan, session: Session, statement: Statement, deadline: float,
-            timeout: float, limits: Limits) -> tuple[list[str], list[tuple], bool]:
-    if statement.stopped is not None:
-        raise statement.error(timeout)
-    statement.reattach("", session.interrupt)
-    timer = threading.Timer(max(deadline - time.monotonic(), 0.0),
-                            lambda: statement.cancel(TIME_LIMIT))
-    timer.daemon = True
-    timer.start()
+def _engine(run: _Run) -> tuple[list[str], list[tuple], bool]:
+    result = run.start_engine()
+    columns = [d[0] for d in result.description or ()]
     try:
-        result = session.run(plan.engine_sql)
-        columns = [d[0] for d in result.description or ()]
-        rows = _fetch(result.to_arrow_reader(10_000), limits)
-    except duckdb.InterruptException:
-        raise statement.error(timeout) from None
+        rows = _fetch(result.to_arrow_reader(10_000), run.limits)
     except duckdb.Error as exc:
-        if statement.stopped is not None:
-            raise statement.error(timeout) from None
-        raise engine_error(exc) from None
-    finally:
-        timer.cancel()
-    truncated = len(rows) > limits.max_rows
-    return shown_names(plan, columns), rows[:limits.max_rows], truncated
+        raise run.engine_failure(exc) from None
+    truncated = len(rows) > run.limits.max_rows
+    return shown_names(run.plan, columns), rows[:run.limits.max_rows], truncated
 
 
 def _fetch(reader: Any, limits: Limits) -> list[tuple]:
@@ -189,6 +270,23 @@ def _fetch(reader: Any, limits: Limits) -> list[tuple]:
 
 
 class _Detached:
-    """Stands for the connection ``Statement.detach`` forgets (the engine's has no info)."""
+    """Stands for a pooled connection where the data path expects one (the engine has
+    none): ``Statement.detach`` forgets its info, a stream closes it."""
 
-    info: dict[str, Any] = {}
+    def __init__(self) -> None:
+        self.info: dict[str, Any] = {}
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _EngineSource:
+    """What a stream needs of its data source: a name (none: the answer's context is the
+    request's) and a dialect (no driver type codes: Arrow types come from the values)."""
+
+    name: str = ""
+    dialect: str = "duckdb"
+
+
+_ENGINE_SOURCE = _EngineSource()

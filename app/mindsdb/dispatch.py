@@ -155,12 +155,16 @@ def _names_several_sources(query: str, registry: Any, db: str) -> bool:
 
 def _federated(query: str, registry: Any, db: str, timeout_s: float | None,
                statement: Statement | None, stream: bool, reached: list[str]
-               ) -> dict[str, Any]:
+               ) -> dict[str, Any] | TableStream:
     config = current_app.config
-    if stream:
-        raise SqlError(ErrorCode.UNSUPPORTED,
-                       "A statement over several data sources is answered as JSON only for "
-                       "now; send it without response_format")
+    if stream and statement is not None:
+        limit = config["SQL_STREAM_TIMEOUT_S"]
+        limits = federation.Limits(timeout_s=min(timeout_s, limit) if timeout_s else limit,
+                                   max_rows=config["SQL_STREAM_MAX_ROWS"], max_bytes=None,
+                                   max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"],
+                                   stream=True)
+        return federation.open_federated_stream(query, registry, registry.get(db), limits,
+                                                statement)
     limits = federation.Limits(timeout_s=timeout_s, max_rows=config["SQL_MAX_ROWS"],
                                max_bytes=config["SQL_MAX_RESPONSE_BYTES"],
                                max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"])

@@ -7,12 +7,14 @@ gives the answer the same statement gives with all the tables in one PostgreSQL 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
 import threading
 import time
 
+import pyarrow as pa
 import pytest
 
 from app.services import auth as auth_service
@@ -360,3 +362,48 @@ def test_every_source_needs_a_grant_and_a_forbidden_one_answers_as_missing(
         missing["error_message"].replace("nosuch", "X")
     assert sql("root", "GRANT query ON DATABASE maria TO bob")["type"] == "ok"
     assert sql("bob", template.format("maria"))["type"] == "table"
+
+
+STREAMED = ("SELECT o.id AS id, o.amount AS amount, c.name AS name, o.placed AS placed "
+            "FROM pg.orders o JOIN maria.customers c ON o.customer_id = c.id ORDER BY o.id")
+
+
+def _post(app, sql: str, fmt: str):
+    return app.test_client().post("/api/sql/query", json={"query": sql,
+                                                           "response_format": fmt})
+
+
+def test_a_federated_statement_streams_as_jsonlines_and_sse(fed_app, fquery):
+    want = fquery(STREAMED)
+    response = _post(fed_app, STREAMED, "jsonlines")
+    assert response.status_code == 200 and response.mimetype == "application/jsonlines"
+    header, *batches, end = [json.loads(line) for line in
+                             response.get_data(as_text=True).splitlines()]
+    assert header["column_names"] == want["column_names"]
+    assert header["query_id"] == response.headers["X-Query-Id"]
+    assert [row for batch in batches for row in batch] == want["data"]
+    assert end == {"type": "end", "row_count": len(want["data"])}
+    text = _post(fed_app, STREAMED, "sse").get_data(as_text=True)
+    assert text.startswith("data: ") and '"type":"end"' in text.replace(" ", "")
+
+
+def test_a_federated_statement_streams_as_csv_and_arrow(fed_app, fquery):
+    want = fquery(STREAMED)["data"]
+    lines = _post(fed_app, STREAMED, "csv").get_data(as_text=True).splitlines()
+    assert lines[0] == "id,amount,name,placed"
+    assert [line.split(",")[0] for line in lines[1:]] == [str(r[0]) for r in want]
+    assert lines[1].split(",")[2] == want[0][2]
+    table = pa.ipc.open_stream(_post(fed_app, STREAMED, "arrow").get_data()).read_all()
+    assert table.column_names == ["id", "amount", "name", "placed"]
+    assert table.column("id").to_pylist() == [r[0] for r in want]
+    assert table.column("name").to_pylist() == [r[2] for r in want]
+
+
+def test_a_streamed_federated_statement_keeps_the_stream_row_limit(fed_app, monkeypatch):
+    monkeypatch.setitem(fed_app.config, "SQL_STREAM_MAX_ROWS", 7)
+    lines = _post(fed_app, STREAMED, "jsonlines").get_data(as_text=True).splitlines()
+    assert json.loads(lines[-1]) == {"type": "end", "row_count": 7, "truncated": True}
+    # An error before the first row is a plain error answer, as for one source.
+    response = _post(fed_app, "SELECT o.id FROM pg.orders o JOIN maria.nosuch n "
+                              "ON n.id = o.id", "jsonlines")
+    assert "nosuch" in response.get_data(as_text=True)
