@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 from flask import Flask, current_app
 
@@ -27,6 +28,25 @@ EXTENSION_KEY = "quarry.federation"
 _BATCH_VIEW = "quarry_batch"
 
 
+class EngineError(Exception):
+    """A DuckDB error (the module loads late: callers catch this type, not DuckDB's)."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original))
+        self.original = original
+        self.interrupted = type(original).__name__ == "InterruptException"
+
+
+@contextmanager
+def _engine_errors() -> Iterator[None]:
+    import duckdb
+
+    try:
+        yield
+    except duckdb.Error as exc:
+        raise EngineError(exc) from None
+
+
 class Engine:
     """The process's DuckDB database (thread-safe: one connection per statement)."""
 
@@ -34,7 +54,7 @@ class Engine:
         self.memory_bytes = memory_bytes
         self.temp_dir = temp_dir
         self.threads = threads
-        self._db: duckdb.DuckDBPyConnection | None = None
+        self._db: Any = None  # duckdb.DuckDBPyConnection
         self._lock = threading.Lock()
 
     def session(self) -> Session:
@@ -43,7 +63,11 @@ class Engine:
                 self._db = self._open()
             return Session(self._db.cursor())
 
-    def _open(self) -> duckdb.DuckDBPyConnection:
+    def _open(self) -> Any:
+        # DuckDB loads with the first federated statement: ~55 MiB and a third of a second
+        # that a worker serving one source at a time never pays (nor the gunicorn master).
+        import duckdb
+
         config: dict[str, Any] = {
             "memory_limit": f"{max(self.memory_bytes // (1024 * 1024), 16)}MiB",
             "threads": self.threads,
@@ -70,7 +94,7 @@ class Engine:
 class Session:
     """One statement's connection: its leg tables, the engine query, the interrupt."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._tables: dict[str, pa.Schema] = {}
 
@@ -88,11 +112,12 @@ class Session:
         self._with_batch(batch, f'INSERT INTO "{table}" SELECT * FROM {_BATCH_VIEW}')
 
     def _with_batch(self, batch: pa.Table, sql: str) -> None:
-        self.conn.register(_BATCH_VIEW, batch)
-        try:
-            self.conn.execute(sql)
-        finally:
-            self.conn.unregister(_BATCH_VIEW)
+        with _engine_errors():
+            self.conn.register(_BATCH_VIEW, batch)
+            try:
+                self.conn.execute(sql)
+            finally:
+                self.conn.unregister(_BATCH_VIEW)
 
     def _widen(self, table: str, old: pa.Schema, new: pa.Schema) -> None:
         """A column typed by the values of an earlier batch (SQLite declares no types)
@@ -104,8 +129,9 @@ class Session:
                 continue
             wider = _wider(was.type, now.type)
             if wider != was.type:
-                self.conn.execute(f'ALTER TABLE "{table}" ALTER "{was.name}" TYPE '
-                                  f"{_duck_type(wider)}")
+                with _engine_errors():
+                    self.conn.execute(f'ALTER TABLE "{table}" ALTER "{was.name}" TYPE '
+                                      f"{_duck_type(wider)}")
                 fields[i] = pa.field(was.name, wider)
                 changed = True
         if changed:
@@ -116,8 +142,22 @@ class Session:
         if table not in self._tables:
             self.append(table, schema.empty_table())
 
-    def run(self, sql: str) -> duckdb.DuckDBPyConnection:
-        return self.conn.execute(sql)
+    def run(self, sql: str) -> list[str]:
+        """Start the engine statement; its column names (read it with ``batches``)."""
+        with _engine_errors():
+            self._result = self.conn.execute(sql)
+            return [d[0] for d in self._result.description or ()]
+
+    def batches(self, rows: int = 10_000) -> Iterator[pa.RecordBatch]:
+        """The running statement's result, as record batches of about ``rows`` rows."""
+        with _engine_errors():
+            reader = self._result.to_arrow_reader(rows)
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                yield batch
 
     def interrupt(self) -> None:
         self.conn.interrupt()
@@ -148,14 +188,16 @@ def _duck_type(kind: pa.DataType) -> str:
     return "VARCHAR"
 
 
-def engine_error(exc: duckdb.Error) -> SqlError:
+def engine_error(error: EngineError) -> SqlError:
     """DuckDB's own words for a failed engine statement (a type error, 1/0, a bad cast)."""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, duckdb.OutOfMemoryException):
+    exc = error.original
+    kind = type(exc).__name__
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else kind
+    if kind == "OutOfMemoryException":
         return SqlError(ErrorCode.RESPONSE_TOO_LARGE,
                         "The statement needs more memory than the federation engine's limit "
                         f"(FEDERATION_MEMORY) and could not spill to disk: {message}")
-    if isinstance(exc, duckdb.ParserException):
+    if kind == "ParserException":
         return SqlError(ErrorCode.SYNTAX, f"The statement failed in the federation engine: "
                                           f"{message}")
     return SqlError(ErrorCode.QUERY_FAILED,

@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-import duckdb
 from sqlglot import exp
 
 from ..sql.errors import ErrorCode, SqlError
@@ -25,7 +24,7 @@ from ..sql.sources import DataSource, SourceRegistry
 from ..sql.stream import Cursor, TableStream
 from ..sql.syntax import parse_sqlglot
 from . import legs as leg_runner
-from .engine import current_engine, engine_error
+from .engine import EngineError, current_engine, engine_error
 from .plan import Plan, parse, shown_names, split
 
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
@@ -84,9 +83,8 @@ def open_federated_stream(query: str, registry: SourceRegistry, context: DataSou
     run = _Run(query, registry, context, limits, statement)
     try:
         run.load()
-        result = run.start_engine()
-        names = shown_names(run.plan, [d[0] for d in result.description or ()])
-        reader = result.to_arrow_reader(10_000)
+        names = shown_names(run.plan, run.start_engine())
+        batches = run.session.batches()
     except BaseException:
         run.close()
         raise
@@ -95,11 +93,11 @@ def open_federated_stream(query: str, registry: SourceRegistry, context: DataSou
     def fetch(size: int) -> list[tuple]:
         try:
             while len(pending) < max(size, 1):
-                batch = reader.read_next_batch()
+                batch = next(batches, None)
+                if batch is None:
+                    break
                 pending.extend(zip(*[c.to_pylist() for c in batch.columns], strict=True))
-        except StopIteration:
-            pass
-        except duckdb.Error as exc:
+        except EngineError as exc:
             raise run.engine_failure(exc) from None
         rows = pending[:size]
         del pending[:size]
@@ -158,8 +156,9 @@ class _Run:
         finally:
             statement.response_format = answer_format
 
-    def start_engine(self) -> duckdb.DuckDBPyConnection:
-        """The engine statement, started; a cancel or the time limit interrupts it."""
+    def start_engine(self) -> list[str]:
+        """Start the engine statement (a cancel or the time limit interrupts it); the
+        names of its columns."""
         statement = self.statement
         if statement.stopped is not None:
             raise statement.error(self.timeout)
@@ -170,11 +169,11 @@ class _Run:
         self._timer.start()
         try:
             return self.session.run(self.plan.engine_sql)
-        except duckdb.Error as exc:
+        except EngineError as exc:
             raise self.engine_failure(exc) from None
 
-    def engine_failure(self, exc: duckdb.Error) -> SqlError:
-        if isinstance(exc, duckdb.InterruptException) or self.statement.stopped is not None:
+    def engine_failure(self, exc: EngineError) -> SqlError:
+        if exc.interrupted or self.statement.stopped is not None:
             return self.statement.error(self.timeout)
         return engine_error(exc)
 
@@ -231,6 +230,10 @@ def _guard(statement: Statement, timeout: float, work: Any) -> Any:
     """Run one step; say who stopped it when it was stopped (a cancel, the time limit)."""
     try:
         return work()
+    except EngineError as exc:  # a leg's rows going into the engine (out of memory …)
+        if statement.stopped is not None:
+            raise statement.error(timeout) from None
+        raise engine_error(exc) from None
     except SqlError as exc:
         if statement.stopped is not None and exc.code in (ErrorCode.TIME_LIMIT,
                                                           ErrorCode.QUERY_FAILED,
@@ -240,11 +243,10 @@ def _guard(statement: Statement, timeout: float, work: Any) -> Any:
 
 
 def _engine(run: _Run) -> tuple[list[str], list[tuple], bool]:
-    result = run.start_engine()
-    columns = [d[0] for d in result.description or ()]
+    columns = run.start_engine()
     try:
-        rows = _fetch(result.to_arrow_reader(10_000), run.limits)
-    except duckdb.Error as exc:
+        rows = _fetch(run.session.batches(), run.limits)
+    except EngineError as exc:
         raise run.engine_failure(exc) from None
     truncated = len(rows) > run.limits.max_rows
     return shown_names(run.plan, columns), rows[:run.limits.max_rows], truncated
