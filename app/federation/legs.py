@@ -33,6 +33,8 @@ def describe(registry: SourceRegistry, statement: Statement, deadline: float,
     sql = exp.select("*").from_(table.copy()).limit(0).sql(dialect=source.sqlglot_dialect)
     stream = _open(registry, statement, deadline, source, sql, 1)
     try:
+        for _ in stream.batches():  # none; read to the end so the connection is reused
+            pass
         return list(stream.columns)
     finally:
         stream.close()
