@@ -97,11 +97,17 @@ class Session:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._tables: dict[str, pa.Schema] = {}
+        # Legs are fetched in parallel; one DuckDB connection takes one call at a time.
+        self._lock = threading.Lock()
 
     def append(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
         """Add a batch of rows to leg table ``table`` (created by its first batch)."""
         if isinstance(batch, pa.RecordBatch):
             batch = pa.Table.from_batches([batch])
+        with self._lock:
+            self._append(table, batch)
+
+    def _append(self, table: str, batch: pa.Table) -> None:
         schema = self._tables.get(table)
         if schema is None:
             self._with_batch(batch, f'CREATE TEMP TABLE "{table}" AS SELECT * FROM '
@@ -139,7 +145,7 @@ class Session:
 
     def ensure(self, table: str, schema: pa.Schema) -> None:
         """Create an empty leg table when its leg sent no row at all."""
-        if table not in self._tables:
+        if table not in self._tables:  # no other thread writes this leg's table
             self.append(table, schema.empty_table())
 
     def run(self, sql: str) -> list[str]:

@@ -132,6 +132,23 @@ def source_of(table: exp.Table, registry: SourceRegistry, context: DataSource | 
                    f"({', '.join(registry.names()) or 'none configured'})")
 
 
+def tables_of(statement: exp.Expression, registry: SourceRegistry,
+              context: DataSource | None) -> list[tuple[DataSource, exp.Table]]:
+    """Each table the statement reads, once, with its source (as ``split`` resolves them;
+    the tables are copies without their source qualifier)."""
+    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    found: dict[tuple[str, str], tuple[DataSource, exp.Table]] = {}
+    for node in statement.find_all(exp.Table):
+        if not node.name:
+            continue
+        table = node.copy()
+        table.set("alias", None)
+        source = source_of(table, registry, context, ctes)
+        if source is not None:
+            found.setdefault((source.name, table.sql()), (source, table))
+    return list(found.values())
+
+
 def split(statement: exp.Expression, registry: SourceRegistry, context: DataSource | None,
           describe: Describe) -> Plan:
     """The legs and the engine statement of a parsed, read-only ``statement``."""

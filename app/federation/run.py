@@ -12,22 +12,27 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Any
 
+from flask import current_app
 from sqlglot import exp
 
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout
-from ..sql.running import TIME_LIMIT, Statement
+from ..sql.running import CANCELLED, TIME_LIMIT, Statement
 from ..sql.sources import DataSource, SourceRegistry
 from ..sql.stream import Cursor, TableStream
 from ..sql.syntax import parse_sqlglot
 from . import legs as leg_runner
 from .engine import EngineError, current_engine, engine_error
-from .plan import Plan, parse, shown_names, split
+from .plan import Plan, parse, shown_names, split, tables_of
 
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
+# Legs fetched at once per statement: each holds a connection of its source's pool.
+MAX_PARALLEL_LEGS = 4
 _EXPLAIN = re.compile(r"\s*explain\s+(?=select\b|with\b|\()", re.IGNORECASE)
 
 
@@ -139,22 +144,64 @@ class _Run:
         self._closed = False
 
     def load(self) -> None:
-        """Plan the legs (reading each table's columns) and run them into the engine."""
-        statement, timeout, deadline = self.statement, self.timeout, self.deadline
-        self.plan = split(self.parsed, self.registry, self.context, lambda source, table:
-                          _guard(statement, timeout, lambda: leg_runner.describe(
-                              self.registry, statement, deadline, source, table)))
-        statement.legs = self.plan.legs
+        """Plan the legs (reading each table's columns) and run them into the engine,
+        the tables' descriptions and then the legs each in parallel."""
+        registry, deadline = self.registry, self.deadline
+        tables = tables_of(self.parsed, registry, self.context)
+        columns = dict(zip(
+            [(source.name, table.sql()) for source, table in tables],
+            self._parallel([lambda child, s=source, t=table: leg_runner.describe(
+                registry, child, deadline, s, t) for source, table in tables], "json"),
+            strict=True))
+        self.plan = split(self.parsed, registry, self.context,
+                          lambda source, table: columns[(source.name, table.sql())])
+        self.statement.legs = self.plan.legs
         # Legs are read as for an Arrow answer: PostgreSQL then sends record batches
         # through ADBC (sql/native.py) when it can, the fastest way in.
-        answer_format, statement.response_format = statement.response_format, "arrow"
-        try:
-            for leg in self.plan.legs:
-                _guard(statement, timeout, lambda leg=leg: leg_runner.load(
-                    self.registry, statement, deadline, leg, self.session,
-                    self.limits.max_leg_rows))
-        finally:
-            statement.response_format = answer_format
+        self._parallel([lambda child, leg=leg: leg_runner.load(
+            registry, child, deadline, leg, self.session, self.limits.max_leg_rows)
+            for leg in self.plan.legs], "arrow")
+
+    def _parallel(self, jobs: list[Callable[[Statement], Any]], fmt: str) -> list[Any]:
+        """Run ``jobs`` at once, each with a statement of its own (same id, so that each
+        leg's database session carries it) that the statement's cancel reaches; the first
+        failure stops the others and is the answer."""
+        parent, app = self.statement, current_app._get_current_object()
+        children: list[Statement] = []
+        lock = threading.Lock()
+
+        def stop_all() -> None:
+            with lock:
+                reached = list(children)
+            for child in reached:
+                child.cancel(parent.stopped or CANCELLED)
+
+        def run(job: Callable[[Statement], Any]) -> Any:
+            child = Statement(parent.id, response_format=fmt, user=parent.user)
+            child.deadline = parent.deadline
+            with lock:
+                children.append(child)
+            if parent.stopped is not None:
+                child.cancel(parent.stopped)
+            with app.app_context():
+                return _guard(parent, self.timeout, lambda: job(child))
+
+        parent.reattach("", stop_all)
+        if len(jobs) == 1:
+            return [run(jobs[0])]
+        with ThreadPoolExecutor(max_workers=min(len(jobs), MAX_PARALLEL_LEGS),
+                                thread_name_prefix="quarry-leg") as pool:
+            futures = [pool.submit(run, job) for job in jobs]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f in done and f.exception()), None)
+            if failed is not None:
+                with lock:
+                    others = list(children)
+                for child in others:
+                    child.cancel(CANCELLED)
+                wait(futures)
+                raise failed.exception()
+            return [future.result() for future in futures]
 
     def start_engine(self) -> list[str]:
         """Start the engine statement (a cancel or the time limit interrupts it); the

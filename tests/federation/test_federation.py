@@ -332,6 +332,24 @@ def test_cancel_stops_the_leg_in_its_database_and_the_list_shows_it_once(fed_app
         assert running.fetchone()[0] == 0
 
 
+def test_a_failing_leg_stops_the_legs_running_beside_it(fed_app, fquery, slow_view,
+                                                         monkeypatch):
+    # Legs run in parallel: customers (6 rows) breaks the leg limit at once, while the
+    # slow view would take 20 s; the answer is the first failure, and the slow leg is
+    # stopped in PostgreSQL.
+    monkeypatch.setitem(fed_app.config, "FEDERATION_MAX_LEG_ROWS", 3)
+    started = time.monotonic()
+    body = fquery(f"SELECT s.id FROM {slow_view} s JOIN maria.customers c ON c.id = s.id")
+    assert body["type"] == "error" and body["error_code"] == 12, body
+    assert "maria.customers" in body["error_message"]
+    assert time.monotonic() - started < 5
+    with _pg(SPLIT_DB) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                            "'%%FROM slow%%' AND state = 'active' "
+                            "AND pid <> pg_backend_pid()").fetchone()[0]
+    assert left == 0
+
+
 @pytest.fixture
 def store_url(request, tmp_path) -> str:
     path = tmp_path / "store.db"
