@@ -20,6 +20,7 @@ the engine, in DuckDB's dialect.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -350,6 +351,7 @@ def _same_source_group(select: exp.Select, legs: list[Leg], aliases: Counter
         if leg is not None and not leg.joined and aliases[leg.alias.lower()] == 1:
             groups.setdefault(leg.source.name, []).append(leg)
     conditions = _select_conditions(select)
+    conditions += _implied_equalities(conditions)
     for members in groups.values():
         if len(members) < 2:
             continue
@@ -372,6 +374,34 @@ def _select_conditions(select: exp.Select) -> list[exp.Expression]:
         if join.args.get("on") is not None:
             conditions += _conjuncts(join.args["on"])
     return conditions
+
+
+def _implied_equalities(conditions: list[exp.Expression]) -> list[exp.Expression]:
+    """``a = c`` for every ``a = b AND b = c`` the conditions hold (inner joins: each holds
+    for every row of the answer). TPC-H Q5 joins customer to supplier and supplier to
+    nation; customer and nation, both in one source, are then joined there."""
+    classes: list[set[str]] = []
+    columns: dict[str, exp.Column] = {}
+    for condition in conditions:
+        if isinstance(condition, exp.EQ) and isinstance(condition.this, exp.Column) \
+                and isinstance(condition.expression, exp.Column):
+            pair = set()
+            for column in (condition.this, condition.expression):
+                key = column.sql()
+                columns[key] = column
+                pair.add(key)
+            touching = [c for c in classes if c & pair]
+            merged = pair.union(*touching)
+            classes = [c for c in classes if not c & pair] + [merged]
+    written = {frozenset((c.this.sql(), c.expression.sql())) for c in conditions
+               if isinstance(c, exp.EQ)}
+    implied = []
+    for members in classes:
+        for left, right in itertools.combinations(sorted(members), 2):
+            if frozenset((left, right)) not in written:
+                implied.append(exp.EQ(this=columns[left].copy(),
+                                      expression=columns[right].copy()))
+    return implied
 
 
 def _aliases(condition: exp.Expression) -> set[str]:

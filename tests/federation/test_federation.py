@@ -127,6 +127,9 @@ STATEMENTS = {
         "SELECT a.id AS a, b.id AS b, c.name AS name FROM {O} a JOIN {O} b "
         "ON a.customer_id = b.customer_id AND b.amount > 900 JOIN {C} c "
         "ON c.id = a.customer_id WHERE a.amount < 150 ORDER BY 1, 2"),
+    "joined in one source through an equality the statement implies": (
+        "SELECT a.id AS a, b.id AS b FROM {O} a, {C} c, {O} b WHERE a.customer_id = c.id "
+        "AND c.id = b.customer_id AND a.amount > 900 AND b.amount < 100 ORDER BY 1, 2"),
     "exact decimal sum over the whole join": (
         "SELECT sum(o.amount) AS total, sum(o.amount * o.customer_id) AS weighted "
         "FROM {O} o JOIN {C} c ON o.customer_id = c.id"),
@@ -200,6 +203,14 @@ def test_explain_shows_a_join_inside_one_source_sent_to_it(fquery):
                         r"a\.customer_id = b\.customer_id AND b\.amount > 900", steps["pg"]), \
         steps
     assert "a__id" in steps["pg"] and "b__id" in steps["pg"]
+
+
+def test_explain_joins_tables_of_one_source_through_an_implied_equality(fquery):
+    steps = _explain(fquery, "SELECT a.id, b.id FROM pg.orders a, maria.customers c, "
+                             "pg.orders b WHERE a.customer_id = c.id "
+                             "AND c.id = b.customer_id")
+    assert 'FROM orders AS "a" CROSS JOIN orders AS "b" WHERE a.customer_id = ' \
+        "b.customer_id" in steps["pg"], steps
 
 
 def test_a_single_source_statement_keeps_its_own_path(fquery):
