@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
@@ -77,8 +78,11 @@ class Plan:
 Describe = Callable[[DataSource, exp.Table], list[str]]
 
 
-def parse(query: str, registry: SourceRegistry) -> exp.Expression:
-    """The statement, parsed and checked read-only before anything reaches a source."""
+def parse(query: str, registry: SourceRegistry, params: dict[str, Any] | None = None
+          ) -> exp.Expression:
+    """The statement, parsed and checked read-only before anything reaches a source; its
+    ``:name`` parameters become literals of the tree (sqlglot writes them quoted and
+    escaped for each source and the engine, so a value never becomes SQL)."""
     try:
         statement = parse_single(query, None)
     except SqlError as exc:
@@ -95,11 +99,28 @@ def parse(query: str, registry: SourceRegistry) -> exp.Expression:
             raise
     check_read_only(statement, None)
     check_row_counts(statement)
-    if statement.find(exp.Placeholder) is not None:
-        raise SqlError(ErrorCode.UNSUPPORTED,
-                       "Parameters (:name) are not supported yet in a statement over several "
-                       "data sources; write the values in the statement")
+    _bind(statement, params or {})
     return statement
+
+
+def _bind(statement: exp.Expression, params: dict[str, Any]) -> None:
+    names = [node.name for node in statement.find_all(exp.Placeholder)]
+    if any(not name or name == "?" for name in names):
+        raise SqlError(ErrorCode.MISSING_PARAMETER,
+                       "Positional placeholders (?) are not supported; use :name and give "
+                       "params {\"name\": value}")
+    missing = [name for name in dict.fromkeys(names) if name not in params]
+    if missing:
+        raise SqlError(ErrorCode.MISSING_PARAMETER,
+                       "No value for parameter " + ", ".join(f":{n}" for n in missing)
+                       + " in params")
+    for node in list(statement.find_all(exp.Placeholder)):
+        value = params[node.name]
+        if not isinstance(value, str | int | float | bool) and value is not None:
+            raise SqlError(ErrorCode.MISSING_PARAMETER,
+                           f"Parameter :{node.name} must be a string, number, boolean or "
+                           "null in a statement over several data sources")
+        node.replace(exp.convert(value))
 
 
 def source_of(table: exp.Table, registry: SourceRegistry, context: DataSource | None,

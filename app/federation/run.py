@@ -42,6 +42,7 @@ class Limits:
     max_rows: int                # rows of the answer (beyond: truncated)
     max_bytes: int | None        # text and bytes of the answer
     max_leg_rows: int            # rows of one leg (beyond: an error)
+    params: dict[str, Any] | None = None   # values of the statement's :name parameters
     stream: bool = False         # a streamed answer: the stream's time limit, no row cap here
 
 
@@ -126,7 +127,8 @@ class _Run:
                  limits: Limits, statement: Statement | None) -> None:
         self.query, self.registry, self.context = query, registry, context
         self.statement = statement or Statement(uuid.uuid4().hex)
-        self.parsed = parse(query, registry)  # a write is refused here, before any leg
+        # A write is refused here, before any leg runs.
+        self.parsed = parse(query, registry, limits.params)
         named = _named_sources(self.parsed, registry, context)
         self.timeout = float(limits.timeout_s or 30.0) if limits.stream else \
             _timeout(named, limits.timeout_s)
@@ -235,10 +237,11 @@ class _Run:
 
 
 def explain(query: str, registry: SourceRegistry, context: DataSource | None,
-            timeout_s: float | None, statement: Statement | None) -> list[tuple[str, ...]]:
+            timeout_s: float | None, statement: Statement | None,
+            params: dict[str, Any] | None = None) -> list[tuple[str, ...]]:
     """Rows of EXPLAIN: each leg (its source and the SQL sent to it), then the engine."""
     statement = statement or Statement(uuid.uuid4().hex)
-    parsed = parse(query, registry)
+    parsed = parse(query, registry, params)
     timeout = _timeout(_named_sources(parsed, registry, context), timeout_s)
     deadline = time.monotonic() + timeout
     try:

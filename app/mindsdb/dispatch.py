@@ -105,14 +105,15 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
     registry = access.queryable_sources()
     target = federation.explained(query)
     if target is not None and _names_several_sources(target, registry, db):
-        return _federated_explain(target, registry, db, timeout_s, statement)
+        return _federated_explain(target, registry, db, params, timeout_s, statement)
     try:
         gated = gate(query, registry, db)
     except SqlError as exc:
         if exc.code != ErrorCode.CROSS_SOURCE:
             raise
         # Tables of several data sources: a federated SELECT (app/federation/).
-        return _federated(query, registry, db, timeout_s, statement, stream, reached)
+        return _federated(query, registry, db, params, timeout_s, statement, stream,
+                          reached)
     if gated.source is not None:
         reached.append(gated.source.name)
     if gated.source is not None and not access.may_query(gated.source.name):
@@ -153,8 +154,9 @@ def _names_several_sources(query: str, registry: Any, db: str) -> bool:
     return False
 
 
-def _federated(query: str, registry: Any, db: str, timeout_s: float | None,
-               statement: Statement | None, stream: bool, reached: list[str]
+def _federated(query: str, registry: Any, db: str, params: dict[str, Any] | None,
+               timeout_s: float | None, statement: Statement | None, stream: bool,
+               reached: list[str]
                ) -> dict[str, Any] | TableStream:
     config = current_app.config
     if stream and statement is not None:
@@ -162,12 +164,13 @@ def _federated(query: str, registry: Any, db: str, timeout_s: float | None,
         limits = federation.Limits(timeout_s=min(timeout_s, limit) if timeout_s else limit,
                                    max_rows=config["SQL_STREAM_MAX_ROWS"], max_bytes=None,
                                    max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"],
-                                   stream=True)
+                                   stream=True, params=params)
         return federation.open_federated_stream(query, registry, registry.get(db), limits,
                                                 statement)
     limits = federation.Limits(timeout_s=timeout_s, max_rows=config["SQL_MAX_ROWS"],
                                max_bytes=config["SQL_MAX_RESPONSE_BYTES"],
-                               max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"])
+                               max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"],
+                               params=params)
     result = federation.federated_select(query, registry, registry.get(db), limits,
                                          statement)
     reached.append(",".join(result.sources))
@@ -178,9 +181,11 @@ def _federated(query: str, registry: Any, db: str, timeout_s: float | None,
     return body
 
 
-def _federated_explain(query: str, registry: Any, db: str, timeout_s: float | None,
-                       statement: Statement | None) -> dict[str, Any]:
-    rows = federation.explain(query, registry, registry.get(db), timeout_s, statement)
+def _federated_explain(query: str, registry: Any, db: str, params: dict[str, Any] | None,
+                       timeout_s: float | None, statement: Statement | None
+                       ) -> dict[str, Any]:
+    rows = federation.explain(query, registry, registry.get(db), timeout_s, statement,
+                              params)
     return {"type": "table", "column_names": federation.EXPLAIN_COLUMNS, "data": rows,
             "context": {"db": db}}
 

@@ -147,6 +147,19 @@ def test_same_answer_as_one_database(fquery, template):
     assert got["data"], "a comparison of two empty answers would prove nothing"
 
 
+def test_parameters_are_bound_as_values(fquery):
+    sql = ("SELECT o.id, c.name FROM pg.orders o JOIN maria.customers c "
+           "ON o.customer_id = c.id WHERE c.name = :who AND o.amount > :least ORDER BY o.id")
+    body = fquery(sql, params={"who": "Ada", "least": 500})
+    want = fquery(sql.replace(":who", "'Ada'").replace(":least", "500"))
+    assert body["data"] == want["data"] and body["data"], body
+    # A value is a value: quotes in it do not end the string.
+    assert fquery(sql, params={"who": "x' OR '1'='1", "least": 0})["data"] == []
+    body = fquery(sql, params={"who": "Ada"})
+    assert body["type"] == "error" and body["error_code"] == 8 and ":least" in \
+        body["error_message"]
+
+
 def test_decimal_sums_stay_exact(fed_app):
     # Through the raw JSON text: 0.1-style float noise would show as extra digits.
     client = fed_app.test_client()
