@@ -449,3 +449,17 @@ def test_a_streamed_federated_statement_keeps_the_stream_row_limit(fed_app, monk
     response = _post(fed_app, "SELECT o.id FROM pg.orders o JOIN maria.nosuch n "
                               "ON n.id = o.id", "jsonlines")
     assert "nosuch" in response.get_data(as_text=True)
+
+
+def test_a_model_joins_the_rows_of_a_subquery_over_several_sources(fquery):
+    trained = fquery("CREATE MODEL mindsdb.fed_amount FROM pg (SELECT qty, rate, amount "
+                     "FROM orders) PREDICT amount USING join_learn_process = true")
+    assert trained["type"] != "error", trained
+    body = fquery("SELECT t.id, m.amount FROM (SELECT o.id, o.qty, o.rate FROM pg.orders o "
+                  "JOIN maria.customers c ON c.id = o.customer_id WHERE c.country = 'FR') "
+                  "AS t JOIN mindsdb.fed_amount AS m")
+    assert body["type"] == "table", body
+    want = fquery("SELECT o.id FROM one.orders o JOIN one.customers c "
+                  "ON c.id = o.customer_id WHERE c.country = 'FR'")["data"]
+    assert sorted(row[0] for row in body["data"]) == sorted(row[0] for row in want)
+    assert all(isinstance(row[1], int | float) for row in body["data"])
