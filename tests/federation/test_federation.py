@@ -160,6 +160,28 @@ def test_parameters_are_bound_as_values(fquery):
         body["error_message"]
 
 
+MORE = [  # rows compared (the databases name some of these columns differently)
+    "SELECT count(*) AS n FROM {O} o JOIN {C} c USING (id)",
+    "SELECT * FROM {T} t JOIN {C} c ON c.country = t.country ORDER BY c.id",
+    "SELECT c.name, x.total FROM {C} c, LATERAL (SELECT sum(amount) AS total FROM {O} o "
+    "WHERE o.customer_id = c.id) x ORDER BY 1",
+    "SELECT DISTINCT ON (c.country) c.country, c.name FROM {C} c JOIN {O} o "
+    "ON o.customer_id = c.id ORDER BY c.country, c.name",
+    "SELECT o.id, o.placed_tz FROM {O} o JOIN {C} c ON c.id = o.customer_id "
+    "WHERE o.placed_tz > '2024-05-01' ORDER BY 1",
+    "SELECT t.country, t.goal FROM {T} t WHERE t.goal > (SELECT avg(score) FROM {C}) "
+    "ORDER BY 1",
+]
+
+
+@pytest.mark.parametrize("template", MORE)
+def test_same_rows_as_one_database(fquery, template):
+    split, single = _both(template)
+    got = fquery(split)
+    assert got["type"] == "table", got
+    assert got["data"] == fquery(single)["data"] and got["data"]
+
+
 def test_decimal_sums_stay_exact(fed_app):
     # Through the raw JSON text: 0.1-style float noise would show as extra digits.
     client = fed_app.test_client()
