@@ -1,7 +1,8 @@
 """Federated SELECT (issue 21): TPC-H split over three sources against one database,
 side by side in one run, through Quarry served by gunicorn.
 
-    python bench/federation.py [--scale 1] [--repeat 3] [--keep-data DIR]
+    python bench/federation.py [--scale 1] [--repeat 3]
+    python bench/federation.py --big-join 5000000 [--memory 268435456]
 
 Generates TPC-H with ``tpchgen-cli`` (PyPI) and loads it twice: all of it in one PostgreSQL
 database (source ``one``), and split — lineitem and orders in PostgreSQL (``pg``), customer,
@@ -15,6 +16,10 @@ Then, with one gunicorn worker (so its memory is the statements'), it prints:
   (the leg's SQL from EXPLAIN, counted in PostgreSQL);
 - the worker's RSS growth during Q5 split (sampled every 50 ms) against FEDERATION_MEMORY;
 - cancel: from DELETE /api/sql/queries/<id> to the leg gone from pg_stat_activity.
+
+``--big-join N`` measures instead a join of two legs of N rows each (two PostgreSQL
+databases, a view over generate_series in each) under ``--memory``: the worker's RSS growth
+and the engine's spill folder at its fullest.
 
 Everything it creates is dropped at the end.
 """
@@ -319,11 +324,74 @@ def cancel(url: str) -> None:
           f"pg_stat_activity {gone * 1000:.0f} ms after DELETE")
 
 
+def big_join(rows: int, memory: int) -> None:
+    """Two legs of ``rows`` rows each (PostgreSQL views over generate_series, in two
+    databases), joined in the engine with FEDERATION_MEMORY ``memory``: the worker's RSS
+    growth, and the engine's spill folder at its fullest."""
+    view = ("CREATE VIEW big AS SELECT g::bigint AS n, md5(g::text) AS label "
+            f"FROM generate_series(1, {rows}) g")
+    with _pg("postgres") as admin:
+        for name in (SPLIT_DB, ONE_DB):
+            admin.execute(f'CREATE DATABASE "{name}"')
+    for name in (SPLIT_DB, ONE_DB):
+        with _pg(name) as conn:
+            conn.execute(view)
+    server_part = PG_SERVER.split("://", 1)[1]
+    sources = {"a": f"postgresql+psycopg://{server_part}/{SPLIT_DB}",
+               "b": f"postgresql+psycopg://{server_part}/{ONE_DB}"}
+    with tempfile.TemporaryDirectory(prefix="quarry-bench-fed-") as work:
+        folder = Path(work)
+        env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{folder}/store.db",
+                         QUARRY_INSTANCE_PATH=str(folder), QUARRY_WORKERS="1",
+                         QUARRY_DEMO_SOURCE="false", QUARRY_DATA_SOURCES=json.dumps(sources),
+                         QUARRY_SQL_TIMEOUT_S="900", QUARRY_FEDERATION_MEMORY=str(memory),
+                         QUARRY_FEDERATION_TEMP=str(folder / "spill"))
+        migrate(env)
+        with serving(env, folder) as server:
+            pid = server.worker_pids()[0]
+            post(server.url, "SELECT count(*) FROM a.big x JOIN b.big y ON x.n = y.n "
+                             "WHERE x.n < 10")  # loads DuckDB and the drivers
+            before, peak, spill, done = rss(pid), [0], [0], threading.Event()
+
+            def sample() -> None:
+                while not done.is_set():
+                    peak[0] = max(peak[0], rss(pid))
+                    used = sum(f.stat().st_size for f in (folder / "spill").rglob("*")
+                               if f.is_file()) if (folder / "spill").exists() else 0
+                    spill[0] = max(spill[0], used)
+                    time.sleep(0.05)
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            started = time.perf_counter()
+            try:
+                body = post(server.url, "SELECT count(*), sum(x.n), count(DISTINCT y.label) "
+                                        "FROM a.big x JOIN b.big y ON x.n = y.n")
+            finally:
+                done.set()
+                sampler.join()
+            print(f"join of two legs of {rows} rows, FEDERATION_MEMORY "
+                  f"{memory / 2**20:.0f} MiB: {time.perf_counter() - started:.1f} s, "
+                  f"answer {body['data']}; worker RSS {before / 2**20:.0f} MiB before, "
+                  f"growth {(peak[0] - before) / 2**20:.0f} MiB; spill folder at most "
+                  f"{spill[0] / 2**20:.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--big-join", type=int, default=0, metavar="ROWS",
+                        help="instead of TPC-H: join two legs of ROWS rows each")
+    parser.add_argument("--memory", type=int, default=MEMORY,
+                        help="FEDERATION_MEMORY in bytes for --big-join")
     args = parser.parse_args()
+    if args.big_join:
+        try:
+            big_join(args.big_join, args.memory)
+        finally:
+            drop()
+        return
     with tempfile.TemporaryDirectory(prefix="quarry-bench-fed-") as work:
         folder = Path(work)
         started = time.perf_counter()
