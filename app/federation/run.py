@@ -2,8 +2,9 @@
 
 The time limit is the statement's, not each leg's: every leg gets what is left of it, and
 the engine is interrupted when it runs out. ``Statement`` (``sql/running.py``) is the one
-handle a cancel reaches: each leg's connection is attached to it while the leg runs (so a
-cancel from any worker reaches the leg in its database), then DuckDB's interrupt.
+handle a cancel reaches (from any worker: the registry's watcher cancels it): while the legs
+run, its cancel stops each leg's own statement (same query id, so each database session
+carries it), each attached to its leg's connection; then it interrupts DuckDB.
 """
 
 from __future__ import annotations
