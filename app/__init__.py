@@ -21,6 +21,7 @@ from .config import VERSION, load_settings
 from .console import register_console
 from .errors import register_error_handlers
 from .extensions import db, init_migrations, release_session
+from .federation.engine import init_engine
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .ops import init_ops
@@ -96,6 +97,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
         init_celery(app)
     init_queries(app)
+    init_engine(app)  # the federation engine; its DuckDB opens with the first such statement
     init_audit(app)
     check_store(app)
     register_blueprints(app, openapi)

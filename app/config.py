@@ -83,6 +83,17 @@ SETTINGS: list[Setting] = [
     Setting("SQL_STREAM_TIMEOUT_S", 600.0, float,
             "Time limit of a streamed statement, for the whole stream, in seconds (a request "
             "may lower it)"),
+    Setting("FEDERATION_MEMORY", 1024 * 1024 * 1024, int,
+            "Memory limit in bytes of the engine (DuckDB) that joins the rows of a statement "
+            "over several data sources; beyond it the engine spills to FEDERATION_TEMP"),
+    Setting("FEDERATION_TEMP", None, str,
+            "Folder the federation engine spills to past its memory limit (default: "
+            "federation-spill in the instance folder)"),
+    Setting("FEDERATION_MAX_LEG_ROWS", 50_000_000, int,
+            "Most rows one data source may send to a statement over several data sources; "
+            "beyond it the statement fails (never a silently cut input)"),
+    Setting("FEDERATION_THREADS", 2, int,
+            "Threads of the federation engine (DuckDB) per process"),
     Setting("SQL_POOL_SIZE", 4, int,
             "Connections kept open per data source and process"),
     Setting("SQL_POOL_TIMEOUT_S", 5.0, float,

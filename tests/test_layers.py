@@ -7,7 +7,7 @@ Floors, top to bottom (DESIGN.md; docs/architecture.md explains each):
                  app.ops
     3  adapter   mindsdb
     2  service   services, schemas
-    1  data      store, sql, ml
+    1  data      store, sql, ml, federation (above sql: it imports sql, never the reverse)
     0  base      config, errors, extensions, rules, lru, jsonio, malloc, telemetry
 
 Every import counts: at module level, inside functions and under ``if TYPE_CHECKING``. An
@@ -35,7 +35,7 @@ FLOORS = {
     "app.cli": 4, "app.auth_cli": 4, "app.databases_cli": 4, "app.security": 4, "app.ops": 4,
     "app.mindsdb": 3,
     "app.services": 2, "app.schemas": 2,
-    "app.store": 1, "app.sql": 1, "app.ml": 1,
+    "app.store": 1, "app.sql": 1, "app.ml": 1, "app.federation": 1,
     "app.config": 0, "app.errors": 0, "app.extensions": 0, "app.rules": 0, "app.lru": 0,
     "app.jsonio": 0, "app.malloc": 0, "app.telemetry": 0,
 }
@@ -49,6 +49,7 @@ LAZY_IMPORTS = {
     # ADBC (and its C++ driver) loads with the first Arrow/CSV stream from PostgreSQL.
     ("app.sql.stream", "app.sql.native"): "loads ADBC on the first native stream",
     ("app.sql.formats", "app.sql.native"): "writes batches only a native stream made",
+    ("app.federation.legs", "app.sql.native"): "casts batches only a native stream made",
     # Celery loads only with a broker configured (else in a Celery worker, via wsgi.celery).
     ("app", "app.tasks"): "loads Celery only when a broker is configured",
 }

@@ -8,6 +8,7 @@ from typing import Any
 
 from flask import current_app
 
+from ..federation import run as federation
 from ..rules.names import DEFAULT_PROJECT
 from ..services import access, audit
 from ..sql.errors import ErrorCode, SqlError
@@ -102,7 +103,17 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None, statement: Statement | None,
                     stream: bool, reached: list[str]) -> dict[str, Any] | TableStream:
     registry = access.queryable_sources()
-    gated = gate(query, registry, db)
+    target = federation.explained(query)
+    if target is not None and _names_several_sources(target, registry, db):
+        return _federated_explain(target, registry, db, params, timeout_s, statement)
+    try:
+        gated = gate(query, registry, db)
+    except SqlError as exc:
+        if exc.code != ErrorCode.CROSS_SOURCE:
+            raise
+        # Tables of several data sources: a federated SELECT (app/federation/).
+        return _federated(query, registry, db, params, timeout_s, statement, stream,
+                          reached)
     if gated.source is not None:
         reached.append(gated.source.name)
     if gated.source is not None and not access.may_query(gated.source.name):
@@ -133,6 +144,50 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
     if result.truncated:
         body["truncated"] = True
     return body
+
+
+def _names_several_sources(query: str, registry: Any, db: str) -> bool:
+    try:
+        gate(query, registry, db)
+    except SqlError as exc:
+        return exc.code == ErrorCode.CROSS_SOURCE
+    return False
+
+
+def _federated(query: str, registry: Any, db: str, params: dict[str, Any] | None,
+               timeout_s: float | None, statement: Statement | None, stream: bool,
+               reached: list[str]
+               ) -> dict[str, Any] | TableStream:
+    config = current_app.config
+    if stream and statement is not None:
+        limit = config["SQL_STREAM_TIMEOUT_S"]
+        limits = federation.Limits(timeout_s=min(timeout_s, limit) if timeout_s else limit,
+                                   max_rows=config["SQL_STREAM_MAX_ROWS"], max_bytes=None,
+                                   max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"],
+                                   stream=True, params=params)
+        return federation.open_federated_stream(query, registry, registry.get(db), limits,
+                                                statement)
+    limits = federation.Limits(timeout_s=timeout_s, max_rows=config["SQL_MAX_ROWS"],
+                               max_bytes=config["SQL_MAX_RESPONSE_BYTES"],
+                               max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"],
+                               params=params)
+    result = federation.federated_select(query, registry, registry.get(db), limits,
+                                         statement)
+    reached.append(",".join(result.sources))
+    body: dict[str, Any] = {"type": "table", "column_names": result.columns,
+                            "data": result.rows, "context": {"db": db}}
+    if result.truncated:
+        body["truncated"] = True
+    return body
+
+
+def _federated_explain(query: str, registry: Any, db: str, params: dict[str, Any] | None,
+                       timeout_s: float | None, statement: Statement | None
+                       ) -> dict[str, Any]:
+    rows = federation.explain(query, registry, registry.get(db), timeout_s, statement,
+                              params)
+    return {"type": "table", "column_names": federation.EXPLAIN_COLUMNS, "data": rows,
+            "context": {"db": db}}
 
 
 def error_body(error: SqlError, db: str) -> dict[str, Any]:

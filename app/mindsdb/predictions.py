@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import current_app
 from mindsdb_sql_parser.ast import (
     BinaryOperation,
     Identifier,
+    Join,
     NativeQuery,
     Select,
     Star,
 )
 
 from ..errors import ModelNotFound
+from ..federation import run as federation
 from ..services import access
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
@@ -130,11 +133,14 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
         outer.offset = statement.offset
         statement.offset = None  # applied by the data source
     registry = ctx.registry
-    data_source = registry.require(source)
-    with service_errors():
-        access.require_source(data_source.name)  # the JOIN reads the source as its caller
-    columns, rows = fetch_rows(data_source.name, outer.to_string(),
-                               max_rows=data_source.max_rows, registry=registry)
+    if source is None:  # a subquery over several data sources (app/federation/)
+        columns, rows = _federated_rows(outer.to_string(), ctx)
+    else:
+        data_source = registry.require(source)
+        with service_errors():
+            access.require_source(data_source.name)  # the JOIN reads it as its caller
+        columns, rows = fetch_rows(data_source.name, outer.to_string(),
+                                   max_rows=data_source.max_rows, registry=registry)
     inputs = [dict(zip(columns, row, strict=True)) for row in rows]
     # A table lacking an input column is a wrong shape (422); a value the model cannot read
     # only makes its own row's prediction flag it as unknown.
@@ -156,8 +162,24 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
     return table_body(names, out, ctx)
 
 
-def _left_side(left: Any, ctx: Context) -> tuple[str, Any, str]:
-    """(data source, the FROM item to read on it, the alias its columns go by)."""
+def _federated_rows(sql: str, ctx: Context) -> tuple[list[str], list[tuple]]:
+    """The rows of a SELECT over several data sources, as ``fetch_rows`` gives one
+    source's (the caller's grants hold: a source it may not query is not in its registry)."""
+    config = current_app.config
+    limits = federation.Limits(timeout_s=None, max_rows=config["SQL_MAX_ROWS"],
+                               max_bytes=None,
+                               max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"])
+    result = federation.federated_select(sql, ctx.registry, None, limits, None)
+    if result.truncated:
+        raise SqlError(ErrorCode.TOO_MANY_ROWS,
+                       f"The query returns more than {limits.max_rows} rows; narrow it down "
+                       f"(WHERE, LIMIT)")
+    return result.columns, result.rows
+
+
+def _left_side(left: Any, ctx: Context) -> tuple[str | None, Any, str]:
+    """(data source — None for a subquery over several —, the FROM item to read on it, the
+    alias its columns go by)."""
     if isinstance(left, NativeQuery):
         # MindsDB's ``src (native SQL) AS t`` (what mindsdb_sdk's model.predict(query) sends).
         source = _native_source(left, ctx)
@@ -170,6 +192,8 @@ def _left_side(left: Any, ctx: Context) -> tuple[str, Any, str]:
         return _native_source(native, ctx), left, _alias(left, "t")
     if isinstance(left, Select):
         inner = left.from_table
+        if isinstance(inner, Join):
+            return None, left, _alias(left, "t")
         if not isinstance(inner, Identifier) or not ctx.is_source(str(inner.parts[0])):
             raise SqlError(ErrorCode.UNSUPPORTED,
                            "The subquery joined with a model must read one data source "

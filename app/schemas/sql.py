@@ -76,6 +76,12 @@ class SqlResultOut(Schema):
     error_message = fields.String()
 
 
+class RunningLegOut(Schema):
+    source = fields.String(metadata={"description": "the data source the leg reads"})
+    sql = fields.String(metadata={"description": "the query sent to it"})
+    rows = fields.Integer(metadata={"description": "rows it has delivered so far"})
+
+
 class RunningQueryOut(Schema):
     """A statement running now, in any worker (GET /api/sql/queries)."""
 
@@ -87,6 +93,9 @@ class RunningQueryOut(Schema):
     started_at = fields.DateTime()
     rows_sent = fields.Integer(metadata={"description": "rows sent so far"})
     cancel_requested = fields.Boolean()
+    legs = fields.List(fields.Nested(RunningLegOut), metadata={
+        "description": "a statement over several data sources: its legs (listed by the "
+                       "worker running it)"})
 
 
 class CancelledQueryOut(Schema):

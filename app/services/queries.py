@@ -200,12 +200,16 @@ def list_queries(user: str | None) -> list[dict[str, Any]]:
     answer = []
     for row in rows:
         local = registry.local(row["id"])  # this process knows the count to the batch
-        answer.append({
+        item = {
             "query_id": row["id"], "user": row["user_name"], "source": row["source"],
             "statement": row["statement"], "response_format": row["response_format"],
             "started_at": row["started_at"],
             "rows_sent": local.rows_sent if local is not None else row["rows_sent"],
-            "cancel_requested": row["cancel_requested"]})
+            "cancel_requested": row["cancel_requested"]}
+        if local is not None and local.legs:  # known to the process running it
+            item["legs"] = [{"source": leg.source.name, "sql": leg.sql, "rows": leg.rows}
+                            for leg in local.legs]
+        answer.append(item)
     return answer
 
 

@@ -44,6 +44,8 @@ class Statement:
         self.backend_id: str | None = None
         self.deadline: float | None = None    # monotonic; the whole stream's time limit
         self.stopped: str | None = None       # CANCELLED, TIME_LIMIT, CLIENT_GONE
+        # A federated statement's legs (app/federation/plan.py: source, sql, rows).
+        self.legs: list[Any] = []
         # Set by the registry: asks the store whether another process requested a cancel
         # (the database may report the cancel before this process has heard of it).
         self.confirm_cancel: Callable[[], bool] | None = None

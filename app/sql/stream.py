@@ -179,6 +179,9 @@ def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
             opener = _open_sqlite if source.dialect == "sqlite" else _open_mysql
             cursor = opener(conn, sql, bound, timeout_s)
         stream = TableStream(source, conn, cursor, statement, timeout_s, max_rows)
+        # A cancel that came while the stream was being opened (an ADBC session connects
+        # first and starts its statement with the first fetch) found nothing to stop yet.
+        statement.check()
         stream.prefetch()
         return stream
     except BaseException as exc:

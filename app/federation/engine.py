@@ -1,0 +1,221 @@
+"""The in-process DuckDB that joins the legs of federated statements.
+
+One DuckDB database per process, built on first use and kept on ``app.extensions``: its
+memory limit (FEDERATION_MEMORY) bounds what all the federated statements of the process
+hold together, and beyond it DuckDB spills to FEDERATION_TEMP. Each statement works on a
+connection of its own (``Session``) whose legs are TEMP tables, seen by no other
+statement and dropped with the connection.
+
+The engine never reaches anything but the rows Quarry hands it: external access (files,
+URLs, extension downloads) is off, replacement scans of Python objects are off, and the
+configuration is locked so that a statement cannot switch any of it back on.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+from flask import Flask, current_app
+
+from ..sql.errors import ErrorCode, SqlError
+
+EXTENSION_KEY = "quarry.federation"
+_BATCH_VIEW = "quarry_batch"
+
+
+class EngineError(Exception):
+    """A DuckDB error (the module loads late: callers catch this type, not DuckDB's)."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original))
+        self.original = original
+        self.interrupted = type(original).__name__ == "InterruptException"
+
+
+@contextmanager
+def _engine_errors() -> Iterator[None]:
+    import duckdb
+
+    try:
+        yield
+    except duckdb.Error as exc:
+        raise EngineError(exc) from None
+
+
+class Engine:
+    """The process's DuckDB database (thread-safe: one connection per statement)."""
+
+    def __init__(self, memory_bytes: int, temp_dir: str | None, threads: int) -> None:
+        self.memory_bytes = memory_bytes
+        self.temp_dir = temp_dir
+        self.threads = threads
+        self._db: Any = None  # duckdb.DuckDBPyConnection
+        self._lock = threading.Lock()
+
+    def session(self) -> Session:
+        with self._lock:
+            if self._db is None:
+                self._db = self._open()
+            return Session(self._db.cursor())
+
+    def _open(self) -> Any:
+        # DuckDB loads with the first federated statement: ~55 MiB and a third of a second
+        # that a worker serving one source at a time never pays (nor the gunicorn master).
+        import duckdb
+
+        config: dict[str, Any] = {
+            "memory_limit": f"{max(self.memory_bytes // (1024 * 1024), 16)}MiB",
+            "threads": self.threads,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "python_enable_replacements": False,
+        }
+        if self.temp_dir:
+            os.makedirs(self.temp_dir, exist_ok=True)
+            config["temp_directory"] = self.temp_dir
+        db = duckdb.connect(":memory:", config=config)
+        # Set after the temp directory (a path is external access); then nothing may change.
+        db.execute("SET enable_external_access = false")
+        db.execute("SET lock_configuration = true")
+        return db
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
+class Session:
+    """One statement's connection: its leg tables, the engine query, the interrupt."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._tables: dict[str, pa.Schema] = {}
+        # Legs are fetched in parallel; one DuckDB connection takes one call at a time.
+        self._lock = threading.Lock()
+
+    def append(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
+        """Add a batch of rows to leg table ``table`` (created by its first batch)."""
+        if isinstance(batch, pa.RecordBatch):
+            batch = pa.Table.from_batches([batch])
+        with self._lock:
+            self._append(table, batch)
+
+    def _append(self, table: str, batch: pa.Table) -> None:
+        schema = self._tables.get(table)
+        if schema is None:
+            self._with_batch(batch, f'CREATE TEMP TABLE "{table}" AS SELECT * FROM '
+                                    f"{_BATCH_VIEW}")
+            self._tables[table] = batch.schema
+            return
+        self._widen(table, schema, batch.schema)
+        self._with_batch(batch, f'INSERT INTO "{table}" SELECT * FROM {_BATCH_VIEW}')
+
+    def _with_batch(self, batch: pa.Table, sql: str) -> None:
+        with _engine_errors():
+            self.conn.register(_BATCH_VIEW, batch)
+            try:
+                self.conn.execute(sql)
+            finally:
+                self.conn.unregister(_BATCH_VIEW)
+
+    def _widen(self, table: str, old: pa.Schema, new: pa.Schema) -> None:
+        """A column typed by the values of an earlier batch (SQLite declares no types)
+        that now holds other values: give it a type that holds both."""
+        fields = list(old)
+        changed = False
+        for i, (was, now) in enumerate(zip(old, new, strict=True)):
+            if was.type == now.type or pa.types.is_null(now.type):
+                continue
+            wider = _wider(was.type, now.type)
+            if wider != was.type:
+                with _engine_errors():
+                    self.conn.execute(f'ALTER TABLE "{table}" ALTER "{was.name}" TYPE '
+                                      f"{_duck_type(wider)}")
+                fields[i] = pa.field(was.name, wider)
+                changed = True
+        if changed:
+            self._tables[table] = pa.schema(fields)
+
+    def ensure(self, table: str, schema: pa.Schema) -> None:
+        """Create an empty leg table when its leg sent no row at all."""
+        if table not in self._tables:  # no other thread writes this leg's table
+            self.append(table, schema.empty_table())
+
+    def run(self, sql: str) -> list[str]:
+        """Start the engine statement; its column names (read it with ``batches``)."""
+        with _engine_errors():
+            self._result = self.conn.execute(sql)
+            return [d[0] for d in self._result.description or ()]
+
+    def batches(self, rows: int = 10_000) -> Iterator[pa.RecordBatch]:
+        """The running statement's result, as record batches of about ``rows`` rows."""
+        with _engine_errors():
+            reader = self._result.to_arrow_reader(rows)
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                yield batch
+
+    def interrupt(self) -> None:
+        self.conn.interrupt()
+
+    def close(self) -> None:
+        try:
+            for table in self._tables:
+                self.conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        finally:
+            self.conn.close()
+
+
+def _wider(was: pa.DataType, now: pa.DataType) -> pa.DataType:
+    if pa.types.is_null(was):
+        return now
+    numbers = (pa.types.is_integer(was) or pa.types.is_floating(was)) and \
+        (pa.types.is_integer(now) or pa.types.is_floating(now))
+    if numbers:
+        return pa.float64()
+    return pa.string()
+
+
+def _duck_type(kind: pa.DataType) -> str:
+    if pa.types.is_floating(kind):
+        return "DOUBLE"
+    if pa.types.is_integer(kind):
+        return "BIGINT"
+    return "VARCHAR"
+
+
+def engine_error(error: EngineError) -> SqlError:
+    """DuckDB's own words for a failed engine statement (a type error, 1/0, a bad cast)."""
+    exc = error.original
+    kind = type(exc).__name__
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else kind
+    if kind == "OutOfMemoryException":
+        return SqlError(ErrorCode.RESPONSE_TOO_LARGE,
+                        "The statement needs more memory than the federation engine's limit "
+                        f"(FEDERATION_MEMORY) and could not spill to disk: {message}")
+    if kind == "ParserException":
+        return SqlError(ErrorCode.SYNTAX, f"The statement failed in the federation engine: "
+                                          f"{message}")
+    return SqlError(ErrorCode.QUERY_FAILED,
+                    f"The statement failed in the federation engine: {message}")
+
+
+def init_engine(app: Flask) -> None:
+    temp = app.config.get("FEDERATION_TEMP") or os.path.join(app.instance_path,
+                                                             "federation-spill")
+    app.extensions[EXTENSION_KEY] = Engine(app.config["FEDERATION_MEMORY"], temp,
+                                           app.config["FEDERATION_THREADS"])
+
+
+def current_engine() -> Engine:
+    return current_app.extensions[EXTENSION_KEY]

@@ -1,0 +1,550 @@
+"""Split a federated SELECT into legs (one read-only query per table reference) and the
+statement the engine runs over them.
+
+The planner is sqlglot's own qualifier, not a planner of ours: every table reference is
+renamed to the engine table its leg will fill (``leg_0``, ``leg_1`` …, keeping the alias the
+statement gave it), the qualifier then expands ``*`` and gives every column its table alias,
+and what each leg needs falls out of that:
+
+- the columns: every column qualified with the leg's alias, anywhere in the statement;
+- the filters: the WHERE conjuncts of the leg's own SELECT (and the ON conjuncts of its own
+  join) that read only the leg's columns, with only comparisons, BETWEEN, IN lists, LIKE,
+  IS [NOT] NULL and literals in them, and only where the leg's rows cannot come back as
+  NULLs of an outer join. The engine applies the full statement again, so a source whose
+  comparison is looser (MariaDB compares text without case) only sends a few more rows;
+- a LIMIT when the leg is alone in its SELECT with nothing that could drop or reorder rows.
+
+Anything else (joins, aggregates, windows, subqueries, set operations, functions) runs in
+the engine, in DuckDB's dialect.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.optimizer.qualify import qualify
+
+from ..sql.errors import ErrorCode, SqlError
+from ..sql.gate import check_read_only, check_row_counts, parse_single
+from ..sql.sources import DataSource, SourceRegistry
+
+LEG_PREFIX = "leg_"
+_GENERATED_NAME = re.compile(r"_col_\d+")
+
+
+@dataclass
+class Leg:
+    """One table reference, read from its data source."""
+
+    index: int
+    source: DataSource
+    table: exp.Table                 # as the source knows it (no source qualifier)
+    alias: str                       # the alias the engine statement uses for its rows
+    columns: list[str] = field(default_factory=list)
+    # A leg that joins several tables of its source: all of them (table, alias), and where
+    # each of its columns comes from (output name -> (alias, column)).
+    joined: list[tuple[exp.Table, str]] = field(default_factory=list)
+    origin: dict[str, tuple[str, str]] = field(default_factory=dict)
+    filters: list[exp.Expression] = field(default_factory=list)
+    limit: int | None = None
+    sql: str = ""                    # in the source's dialect
+    rows: int = 0                    # delivered so far
+
+    @property
+    def name(self) -> str:
+        return f"{LEG_PREFIX}{self.index}"
+
+    def label(self) -> str:
+        glot = self.source.sqlglot_dialect
+        tables = [table for table, _ in self.joined] or [self.table]
+        return ", ".join(f"{self.source.name}.{table.sql(dialect=glot)}" for table in tables)
+
+
+@dataclass
+class Plan:
+    legs: list[Leg]
+    engine_sql: str                  # DuckDB's dialect, over tables leg_0 …
+    names: list[str | None]          # output names to show instead of DuckDB's (None: its own)
+
+
+# Describes a table: its column names, read from the source (raises SqlError).
+Describe = Callable[[DataSource, exp.Table], list[str]]
+
+
+def parse(query: str, registry: SourceRegistry, params: dict[str, Any] | None = None
+          ) -> exp.Expression:
+    """The statement, parsed and checked read-only before anything reaches a source; its
+    ``:name`` parameters become literals of the tree (sqlglot writes them quoted and
+    escaped for each source and the engine, so a value never becomes SQL)."""
+    try:
+        statement = parse_single(query, None)
+    except SqlError as exc:
+        if exc.code != ErrorCode.SYNTAX:
+            raise
+        statement = None
+        for glot in registry.dialects():
+            try:
+                statement = parse_single(query, glot)
+                break
+            except SqlError:
+                continue
+        if statement is None:
+            raise
+    check_read_only(statement, None)
+    check_row_counts(statement)
+    _bind(statement, params or {})
+    return statement
+
+
+def _bind(statement: exp.Expression, params: dict[str, Any]) -> None:
+    names = [node.name for node in statement.find_all(exp.Placeholder)]
+    if any(not name or name == "?" for name in names):
+        raise SqlError(ErrorCode.MISSING_PARAMETER,
+                       "Positional placeholders (?) are not supported; use :name and give "
+                       "params {\"name\": value}")
+    missing = [name for name in dict.fromkeys(names) if name not in params]
+    if missing:
+        raise SqlError(ErrorCode.MISSING_PARAMETER,
+                       "No value for parameter " + ", ".join(f":{n}" for n in missing)
+                       + " in params")
+    for node in list(statement.find_all(exp.Placeholder)):
+        value = params[node.name]
+        if not isinstance(value, str | int | float | bool) and value is not None:
+            raise SqlError(ErrorCode.MISSING_PARAMETER,
+                           f"Parameter :{node.name} must be a string, number, boolean or "
+                           "null in a statement over several data sources")
+        node.replace(exp.convert(value))
+
+
+def source_of(table: exp.Table, registry: SourceRegistry, context: DataSource | None,
+              ctes: set[str]) -> DataSource | None:
+    """The data source a table reference reads, None for a CTE; strips the source part.
+
+    Same rules as the gate (``sql/gate.py``): ``source.table``, ``source.schema.table``, or
+    a bare name in the context data source. A source the caller may not query is not in
+    ``registry`` and answers exactly as a missing one.
+    """
+    catalog, db = table.catalog, table.db
+    if catalog:
+        source = registry.require(catalog)
+        table.set("catalog", None)
+        return source
+    if db and registry.get(db) is not None:
+        source = registry.get(db)
+        table.set("db", None)
+        return source
+    if not db and table.name.lower() in ctes:
+        return None
+    if db and context is None:
+        raise SqlError(ErrorCode.UNKNOWN_SOURCE,
+                       f"'{db}' in {table.sql()} is not a data source; configured data "
+                       f"sources: {', '.join(registry.names()) or 'none'}")
+    if context is not None:
+        return context
+    raise SqlError(ErrorCode.UNKNOWN_TABLE,
+                   f"Table '{table.name}' names no data source: write <source>.{table.name} "
+                   f"or set context.db to a data source "
+                   f"({', '.join(registry.names()) or 'none configured'})")
+
+
+def tables_of(statement: exp.Expression, registry: SourceRegistry,
+              context: DataSource | None) -> list[tuple[DataSource, exp.Table]]:
+    """Each table the statement reads, once, with its source (as ``split`` resolves them;
+    the tables are copies without their source qualifier)."""
+    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    found: dict[tuple[str, str], tuple[DataSource, exp.Table]] = {}
+    for node in statement.find_all(exp.Table):
+        if not node.name:
+            continue
+        table = node.copy()
+        table.set("alias", None)
+        source = source_of(table, registry, context, ctes)
+        if source is not None:
+            found.setdefault((source.name, table.sql()), (source, table))
+    return list(found.values())
+
+
+def split(statement: exp.Expression, registry: SourceRegistry, context: DataSource | None,
+          describe: Describe) -> Plan:
+    """The legs and the engine statement of a parsed, read-only ``statement``."""
+    statement = statement.copy()
+    names = _shown_names(statement)
+    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    source_names = {name.lower() for name in registry.names()}
+    legs: list[Leg] = []
+    schema: dict[str, dict[str, str]] = {}
+    described: dict[tuple[str, str], list[str]] = {}
+    for table in list(statement.find_all(exp.Table)):
+        if not table.name:
+            raise SqlError(ErrorCode.UNSUPPORTED,
+                           f"A table function ({table.sql()}) is not supported in a "
+                           "statement over several data sources")
+        written_alias = table.alias
+        plain_name = table.name
+        original = table.copy()
+        original.set("alias", None)
+        source = source_of(original, registry, context, ctes)
+        if source is None:
+            continue
+        key = (source.name, original.sql())
+        if key not in described:
+            described[key] = describe(source, original)
+        leg = Leg(len(legs), source, original, (written_alias or plain_name).lower())
+        legs.append(leg)
+        schema[leg.name] = {column.lower(): "UNKNOWN" for column in described[key]}
+        table.replace(exp.Table(this=exp.to_identifier(leg.name),
+                                alias=exp.TableAlias(this=exp.to_identifier(leg.alias))))
+    # source.table.column and source.schema.table.column: the column's table is enough.
+    for column in statement.find_all(exp.Column):
+        for part in ("catalog", "db"):
+            value = column.args.get(part)
+            if value is not None and (part == "db" or value.name.lower() in source_names):
+                column.set(part, None)
+    try:
+        statement = qualify(statement, schema=schema, quote_identifiers=False,
+                            identify=False, validate_qualify_columns=True)
+    except OptimizeError as exc:
+        raise _unresolved(exc, legs, schema) from None
+    except SqlglotError as exc:
+        raise SqlError(ErrorCode.SYNTAX, f"The statement cannot be read: {exc}") from None
+    legs = _join_in_sources(statement, legs)
+    _fill_legs(statement, legs)
+    try:
+        engine_sql = statement.sql(dialect="duckdb")
+    except SqlglotError as exc:
+        raise SqlError(ErrorCode.UNSUPPORTED,
+                       f"The statement cannot be run over several data sources: {exc}"
+                       ) from None
+    for leg in legs:
+        leg.sql = leg_sql(leg)
+    return Plan(legs, engine_sql, names)
+
+
+def leg_sql(leg: Leg) -> str:
+    """The leg's query in its source's dialect."""
+    tables = leg.joined or [(leg.table, leg.alias)]
+    columns: list[exp.Expression] = []
+    for name in leg.columns:
+        alias, column = leg.origin.get(name, (leg.alias, name))
+        value = exp.column(column, table=alias, quoted=True)
+        columns.append(value if column == name else exp.alias_(value, name, quoted=True))
+    select = exp.select(*(columns or [exp.alias_(exp.Literal.number(1), "quarry_one")]))
+    for i, (table, alias) in enumerate(tables):
+        table = table.copy()
+        table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+        select = select.from_(table) if i == 0 else select.join(table, join_type="CROSS")
+    for condition in leg.filters:
+        select = select.where(condition.copy(), copy=False)
+    if leg.limit is not None:
+        select = select.limit(leg.limit)
+    return select.sql(dialect=leg.source.sqlglot_dialect)
+
+
+def _shown_names(statement: exp.Expression) -> list[str | None]:
+    """Per output column of the statement as written, the text to show for an expression
+    with no alias (the qualifier would call it ``_col_0``); None: keep the engine's name."""
+    select = statement
+    while isinstance(select, exp.SetOperation):
+        select = select.this
+    if not isinstance(select, exp.Select) or any(
+            isinstance(e, exp.Star) or isinstance(e, exp.Column) and e.is_star
+            for e in select.expressions):
+        return []
+    return [None if isinstance(e, exp.Alias | exp.Column) else e.sql()
+            for e in select.expressions]
+
+
+def shown_names(plan: Plan, engine_names: list[str]) -> list[str]:
+    if len(plan.names) != len(engine_names):
+        return engine_names
+    return [shown if shown is not None and _GENERATED_NAME.fullmatch(name) else name
+            for name, shown in zip(engine_names, plan.names, strict=True)]
+
+
+def _unresolved(exc: OptimizeError, legs: list[Leg], schema: dict[str, dict[str, str]]
+                ) -> SqlError:
+    tables = "; ".join(f"{leg.alias} is {leg.label()} ({', '.join(schema[leg.name])})"
+                       for leg in legs)
+    message = str(exc).replace(LEG_PREFIX, "table ") if LEG_PREFIX in str(exc) else str(exc)
+    return SqlError(ErrorCode.QUERY_FAILED, f"{message} — tables: {tables}")
+
+
+# --- what each leg needs ---------------------------------------------------------------------
+
+def _fill_legs(statement: exp.Expression, legs: list[Leg]) -> None:
+    by_alias: dict[str, list[Leg]] = {}
+    for leg in legs:
+        by_alias.setdefault(leg.alias, []).append(leg)
+    wanted: dict[str, set[str]] = {}
+    for column in statement.find_all(exp.Column):
+        if column.table:
+            wanted.setdefault(column.table.lower(), set()).add(column.name.lower())
+    for node in statement.find_all(exp.Table):
+        if not node.name.startswith(LEG_PREFIX):
+            continue
+        leg = next((lg for lg in legs if lg.name == node.name), None)
+        if leg is None:
+            continue
+        if leg.joined:  # its columns and filters were decided when its tables were joined
+            leg.columns = sorted(leg.origin)
+            continue
+        leg.alias = node.alias_or_name  # the qualifier keeps or canonicalises it
+        leg.columns = sorted(wanted.get(leg.alias.lower(), ()))
+        _push_down(node, leg)
+
+
+def _push_down(table: exp.Table, leg: Leg) -> None:
+    holder = table.parent
+    select = holder.parent if isinstance(holder, exp.From | exp.Join) else None
+    if not isinstance(select, exp.Select):
+        return
+    joins = select.args.get("joins") or []
+    nullable = _nullable(select, joins)
+    own = leg.alias.lower()
+    where = select.args.get("where")
+    pushed_all = True
+    if where is not None:
+        for conjunct in _conjuncts(where.this):
+            if own not in nullable and _pushable(conjunct, own, leg.source):
+                leg.filters.append(conjunct)
+            else:
+                pushed_all = False
+    if isinstance(holder, exp.Join) and holder.args.get("on") is not None:
+        # ON conditions filter only this table's rows at its own inner or left join,
+        # whatever joins come after.
+        if (holder.side or "").upper() in ("", "LEFT"):
+            for conjunct in _conjuncts(holder.args["on"]):
+                if _pushable(conjunct, own, leg.source):
+                    leg.filters.append(conjunct)
+    limit = select.args.get("limit")
+    if (pushed_all and not joins and isinstance(holder, exp.From) and limit is not None
+            and not select.args.get("group") and not select.args.get("having")
+            and not select.args.get("order") and not select.args.get("distinct")
+            and not any(select.find_all(exp.AggFunc, exp.Window))):
+        count = _literal_int(limit.expression)
+        offset = select.args.get("offset")
+        skip = _literal_int(offset.expression) if offset is not None else 0
+        if count is not None and skip is not None:
+            leg.limit = count + skip
+
+
+def _join_in_sources(statement: exp.Expression, legs: list[Leg]) -> list[Leg]:
+    """Merge the legs of one source that a SELECT joins (inner joins only) into one leg
+    that the source joins itself; the legs after merging."""
+    aliases = Counter(t.alias_or_name.lower() for t in statement.find_all(exp.Table))
+    merged = True
+    while merged:
+        merged = False
+        for select in statement.find_all(exp.Select):
+            group = _same_source_group(select, legs, aliases)
+            if group is not None:
+                legs = _merge(statement, select, legs, *group)
+                merged = True
+                break
+    return legs
+
+
+def _same_source_group(select: exp.Select, legs: list[Leg], aliases: Counter
+                       ) -> tuple[list[Leg], list[exp.Expression]] | None:
+    """Legs of one source joined in ``select`` and connected by conditions the source can
+    evaluate, with those conditions; None when there are none."""
+    joins = select.args.get("joins") or []
+    start = select.args.get("from_")
+    if not joins or start is None:
+        return None
+    for join in joins:
+        # Outer joins keep their legs apart: where their conditions apply matters.
+        if join.args.get("using") or (join.side or "") or \
+                (join.kind or "").upper() not in ("", "INNER", "CROSS"):
+            return None
+    by_name = {leg.name: leg for leg in legs}
+    groups: dict[str, list[Leg]] = {}
+    for node in [start.this] + [join.this for join in joins]:
+        leg = by_name.get(node.name) if isinstance(node, exp.Table) else None
+        # An alias used twice in the statement could not be told apart when rewritten.
+        if leg is not None and not leg.joined and aliases[leg.alias.lower()] == 1:
+            groups.setdefault(leg.source.name, []).append(leg)
+    conditions = _select_conditions(select)
+    conditions += _implied_equalities(conditions)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        names = {leg.alias.lower() for leg in members}
+        pushed = [c for c in conditions if _pushable(c, names, members[0].source)]
+        connected = _connected(names, pushed)
+        if len(connected) < 2:
+            continue
+        return [leg for leg in members if leg.alias.lower() in connected], \
+            [c for c in pushed if _aliases(c) <= connected]
+    return None
+
+
+def _select_conditions(select: exp.Select) -> list[exp.Expression]:
+    conditions = []
+    where = select.args.get("where")
+    if where is not None:
+        conditions += _conjuncts(where.this)
+    for join in select.args.get("joins") or []:
+        if join.args.get("on") is not None:
+            conditions += _conjuncts(join.args["on"])
+    return conditions
+
+
+def _implied_equalities(conditions: list[exp.Expression]) -> list[exp.Expression]:
+    """``a = c`` for every ``a = b AND b = c`` the conditions hold (inner joins: each holds
+    for every row of the answer). TPC-H Q5 joins customer to supplier and supplier to
+    nation; customer and nation, both in one source, are then joined there."""
+    classes: list[set[str]] = []
+    columns: dict[str, exp.Column] = {}
+    for condition in conditions:
+        if isinstance(condition, exp.EQ) and isinstance(condition.this, exp.Column) \
+                and isinstance(condition.expression, exp.Column):
+            pair = set()
+            for column in (condition.this, condition.expression):
+                key = column.sql()
+                columns[key] = column
+                pair.add(key)
+            touching = [c for c in classes if c & pair]
+            merged = pair.union(*touching)
+            classes = [c for c in classes if not c & pair] + [merged]
+    written = {frozenset((c.this.sql(), c.expression.sql())) for c in conditions
+               if isinstance(c, exp.EQ)}
+    implied = []
+    for members in classes:
+        for left, right in itertools.combinations(sorted(members), 2):
+            if frozenset((left, right)) not in written:
+                implied.append(exp.EQ(this=columns[left].copy(),
+                                      expression=columns[right].copy()))
+    return implied
+
+
+def _aliases(condition: exp.Expression) -> set[str]:
+    return {(c.table or "").lower() for c in condition.find_all(exp.Column)}
+
+
+def _connected(names: set[str], conditions: list[exp.Expression]) -> set[str]:
+    """The largest set of ``names`` linked by conditions between them (a join graph's
+    component): tables without a condition between them are not joined at the source,
+    where they would make a cross product."""
+    links = [_aliases(c) for c in conditions if len(_aliases(c)) > 1]
+    best: set[str] = set()
+    for first in sorted(names):
+        component = {first}
+        grown = True
+        while grown:
+            grown = False
+            for link in links:
+                if link & component and not link <= component:
+                    component |= link
+                    grown = True
+        if len(component) > len(best):
+            best = component
+    return best
+
+
+def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],
+           members: list[Leg], pushed: list[exp.Expression]) -> list[Leg]:
+    index = max(leg.index for leg in legs) + 1
+    first = members[0]
+    merged = Leg(index, first.source, first.table, first.alias,
+                 joined=[(leg.table, leg.alias) for leg in members],
+                 filters=[c.copy() for c in pushed])
+    merged.alias = merged.name
+    names = {leg.name for leg in members}
+    # Inner joins only: every ON condition may as well be a WHERE condition, and the
+    # engine keeps them all (the source's answer is only ever a superset of the rows).
+    conditions = _select_conditions(select)
+    items = [select.args["from_"].this] + [join.this for join in select.args["joins"]]
+    kept: list[exp.Expression] = []
+    for item in items:
+        if isinstance(item, exp.Table) and item.name in names:
+            if item.name == first.name:
+                kept.append(exp.Table(this=exp.to_identifier(merged.name),
+                                      alias=exp.TableAlias(
+                                          this=exp.to_identifier(merged.name))))
+            continue
+        kept.append(item)
+    select.set("from_", exp.From(this=kept[0]))
+    select.set("joins", [exp.Join(this=item, kind="CROSS") for item in kept[1:]])
+    select.set("where", exp.Where(this=exp.and_(*conditions)) if conditions else None)
+    owners = {leg.alias.lower(): leg.alias for leg in members}
+    for column in statement.find_all(exp.Column):
+        alias = owners.get((column.table or "").lower())
+        if alias is None:
+            continue
+        name = f"{alias}__{column.name}".lower()
+        merged.origin[name] = (alias, column.name)
+        column.set("this", exp.to_identifier(name))
+        column.set("table", exp.to_identifier(merged.name))
+    return [leg for leg in legs if leg.name not in names] + [merged]
+
+
+def _literal_int(node: exp.Expression | None) -> int | None:
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        return int(node.this)
+    return None
+
+
+def _nullable(select: exp.Select, joins: list[exp.Join]) -> set[str]:
+    """Aliases whose rows an outer join of ``select`` may turn into NULLs."""
+    seen = [_alias(select.args["from_"].this)] if select.args.get("from_") else []
+    nullable: set[str] = set()
+    for join in joins:
+        alias = _alias(join.this)
+        side = (join.side or "").upper()
+        if side == "LEFT":
+            nullable.add(alias)
+        elif side == "RIGHT":
+            nullable.update(seen)
+        elif side == "FULL":
+            nullable.update(seen)
+            nullable.add(alias)
+        seen.append(alias)
+    return nullable
+
+
+def _alias(node: exp.Expression) -> str:
+    return (node.alias_or_name or "").lower()
+
+
+def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+    if isinstance(condition, exp.Paren):
+        return _conjuncts(condition.this)
+    if isinstance(condition, exp.And):
+        return _conjuncts(condition.this) + _conjuncts(condition.expression)
+    return [condition]
+
+
+# Nodes a pushed filter may hold: comparisons of columns and literals. No function: its
+# meaning differs between databases (and each source's allow-list would have its say).
+_SIMPLE = (exp.Column, exp.Identifier, exp.Literal, exp.Null, exp.Boolean, exp.EQ, exp.NEQ,
+           exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Is, exp.Not, exp.And,
+           exp.Or, exp.Paren, exp.Like, exp.Neg, exp.Tuple)
+
+
+def _pushable(condition: exp.Expression, alias: str | set[str], source: DataSource) -> bool:
+    """Whether ``condition`` reads only the columns of ``alias`` (or of these aliases) and
+    means the same in the source (or a little less strictly)."""
+    allowed = {alias} if isinstance(alias, str) else alias
+    columns = list(condition.find_all(exp.Column))
+    if not columns or any((c.table or "").lower() not in allowed for c in columns):
+        return False
+    for node in condition.walk():
+        if isinstance(node, exp.Cast) and source.dialect != "sqlite" \
+                and isinstance(node.this, exp.Literal) \
+                and node.to.this in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP):
+            continue  # DATE '2024-01-01'; SQLite has no date type to cast to
+        if isinstance(node, exp.DataType) and isinstance(node.parent, exp.Cast):
+            continue
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            return False
+        if not isinstance(node, _SIMPLE):
+            return False
+    return True
