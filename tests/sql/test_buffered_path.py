@@ -2,14 +2,18 @@
 
 PostgreSQL: a plain statement bounded by LIMIT cap + 1 (not a server-side cursor, which
 PostgreSQL plans for its first rows and never runs in parallel); a stream keeps its cursor,
-planned for all its rows.
+planned for all its rows. SQLite: the statement keeps the join order freedom of its text.
 """
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from app.sql.errors import ErrorCode
+from app.sql.gate import gate
+from app.sql.sources import current_sources
 
 from .conftest import RO_ROLE, SRC_DB, _pg_admin
 from .test_streaming import jsonl, post  # noqa: F401 - the fixture
@@ -86,3 +90,20 @@ def test_the_byte_cap_stops_the_statement_and_the_source_stays_clean(make_app, s
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND usename = %s "
                 "AND state NOT IN ('idle')", (SRC_DB, RO_ROLE)).fetchone() == (0,)
 
+
+def test_sqlite_plans_the_statement_it_runs_as_the_users_own_text(sql_app, lite_source):
+    conn = sqlite3.connect(f"file:{lite_source['path']}?mode=ro", uri=True)
+
+    def plan(sql: str) -> list[str]:
+        return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+
+    # With a comma, SQLite picks the order (items is probed by its key); a CROSS JOIN,
+    # which sqlglot reads a comma as, would force items to be the outer loop.
+    commas = "SELECT count(*) FROM items, big WHERE items.id = big.y"
+    explicit = "SELECT count(*) FROM items CROSS JOIN big WHERE items.id = big.y"
+    assert plan(commas) != plan(explicit)
+    with sql_app.app_context():
+        for sql in (commas, explicit):
+            gated = gate(sql, current_sources(), "lite")
+            assert plan(gated.sql) == plan(sql), gated.sql
+    conn.close()
