@@ -200,26 +200,25 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     it in pg_stat_activity as it found the cursor named after it.
     """
     pg = conn.driver_connection
+    # No ROLLBACK at the end: the connection goes back to the pool right after
+    # (run_statement), whose reset rolls the transaction back in one round trip with
+    # DISCARD ALL (sources.py) instead of one each.
+    begin_postgresql(pg, timeout_s)
+    cursor = pg.cursor()
+    chunks = cursor.stream(marked(conn, capped_sql(sql, max_rows)), params,
+                           size=PG_CHUNK_ROWS)
     try:
-        begin_postgresql(pg, timeout_s)
-        cursor = pg.cursor()
-        chunks = cursor.stream(marked(conn, capped_sql(sql, max_rows)), params,
-                               size=PG_CHUNK_ROWS)
-        try:
-            rows = _fetch(_Rows(chunks), max_rows, max_bytes)
-            for _ in chunks:  # the end of the result (LIMIT: no row is left)
-                pass
-            if cursor.description is None:
-                # No row came, and psycopg describes a streamed result from its first
-                # chunk: ask for the columns alone (LIMIT 0 runs nothing).
-                cursor.execute(marked(conn, capped_sql(sql, -1)), params)
-            columns = [d.name for d in cursor.description or ()]
-        finally:
-            chunks.close()  # rows still coming (over the byte budget): cancel, drain
-            cursor.close()
+        rows = _fetch(_Rows(chunks), max_rows, max_bytes)
+        for _ in chunks:  # the end of the result (LIMIT: no row is left)
+            pass
+        if cursor.description is None:
+            # No row came, and psycopg describes a streamed result from its first
+            # chunk: ask for the columns alone (LIMIT 0 runs nothing).
+            cursor.execute(marked(conn, capped_sql(sql, -1)), params)
+        columns = [d.name for d in cursor.description or ()]
     finally:
-        if not pg.closed:
-            _quietly(pg.execute, "ROLLBACK")
+        chunks.close()  # rows still coming (over the byte budget): cancel, drain
+        cursor.close()
     return _result(columns, rows, max_rows)
 
 

@@ -7,7 +7,9 @@ planned for all its rows. SQLite: the statement keeps the join order freedom of 
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import time
 
 import pytest
 
@@ -15,7 +17,7 @@ from app.sql.errors import ErrorCode
 from app.sql.gate import gate
 from app.sql.sources import current_sources
 
-from .conftest import RO_ROLE, SRC_DB, _pg_admin
+from .conftest import RO_ROLE, SRC_DB, _pg_admin, mysql_connect
 from .test_streaming import jsonl, post  # noqa: F401 - the fixture
 
 
@@ -107,3 +109,29 @@ def test_sqlite_plans_the_statement_it_runs_as_the_users_own_text(sql_app, lite_
             gated = gate(sql, current_sources(), "lite")
             assert plan(gated.sql) == plan(sql), gated.sql
     conn.close()
+
+
+@pytest.mark.parametrize("db", ["pg", "maria"])
+def test_a_connection_the_server_closed_is_replaced_without_an_error(make_app, sources, db):
+    # The pool checks an idle connection without a round trip (sources._looks_closed).
+    client = make_app(DATA_SOURCES=sources, SQL_POOL_SIZE=1).test_client()
+
+    def run(sql: str) -> dict:
+        return client.post("/api/sql/query", json={"query": sql, "context": {"db": db}}
+                           ).get_json()
+
+    own = "SELECT pg_backend_pid()" if db == "pg" else "SELECT CONNECTION_ID()"
+    first = run(own)
+    assert first["type"] == "table", first
+    session = first["data"][0][0]
+    if db == "pg":
+        with _pg_admin() as conn:
+            assert conn.execute("SELECT pg_terminate_backend(%s)", (session,)).fetchone() \
+                == (True,)
+    else:
+        with contextlib.closing(mysql_connect()) as conn, conn.cursor() as cursor:
+            cursor.execute(f"KILL {int(session)}")
+    time.sleep(0.2)  # the server's goodbye reaches the socket
+    second = run(own)
+    assert second["type"] == "table", second
+    assert second["data"][0][0] != session
