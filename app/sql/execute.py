@@ -192,10 +192,11 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
 
     PostgreSQL plans a server-side cursor for its first 10 % of rows
     (``cursor_tuple_fraction``) and never runs it with parallel workers: TPC-H Q10 took
-    1.3-2.5x as long in one as in a plain statement (bench/tpch.py). Memory stays bounded without a cursor:
-    the statement is wrapped in ``LIMIT cap + 1``, and its rows come in chunks of
-    PG_CHUNK_ROWS (``stream``), each counted against the byte budget before the next is
-    read; over the budget, psycopg cancels the statement and drains what is under way.
+    1.3-2.5x as long in one as in a plain statement (bench/tpch.py). Memory stays bounded
+    without a cursor: the statement is wrapped in ``LIMIT cap + 1``, and its rows come in
+    chunks of PG_CHUNK_ROWS (``stream``), each counted against the byte budget before the
+    next is read; over the budget, psycopg cancels the statement and drains what is under
+    way.
     The statement text starts with its query id, so that ``running.cancel_backend`` finds
     it in pg_stat_activity as it found the cursor named after it.
     """
