@@ -105,7 +105,7 @@ def on_exit(server):
 def when_ready(server):
     # Master, after loading the app and before the first fork: scikit-learn and the active
     # models, once, shared by every worker (QUARRY_PRELOAD_ML=false leaves them to the first
-    # prediction of each worker).
+    # prediction of each worker; so does a store without active models).
     if not _settings["PRELOAD_ML"]:
         return
     from app.services.models import preload_models
@@ -117,7 +117,8 @@ def when_ready(server):
         except Exception:  # a store not migrated yet, or down: workers load on demand
             app.logger.warning("preloading models failed", exc_info=True)
             return
-    app.logger.info("preloaded scikit-learn and %d model(s)", count)
+    if count:
+        app.logger.info("preloaded scikit-learn and %d model(s)", count)
 
 
 def pre_fork(server, worker):

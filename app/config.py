@@ -103,8 +103,8 @@ SETTINGS: list[Setting] = [
     Setting("TRAINING_MAX_ROWS", 1_000_000, int,
             "Most rows read from the source query to train a model"),
     Setting("PRELOAD_ML", True, bool,
-            "gunicorn master loads scikit-learn and the active models before forking: "
-            "workers share them, and no first predict pays the load"),
+            "gunicorn master loads scikit-learn and the active models before forking (when "
+            "the store holds one): workers share them, and no first predict pays the load"),
     Setting("TRAINING_MAX_ATTEMPTS", 3, int,
             "Tries of one training on Celery workers before the version is marked error"),
     Setting("CELERY_BROKER_URL", None, str,

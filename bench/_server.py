@@ -47,9 +47,9 @@ def quarry_env(**settings: str) -> dict[str, str]:
     return env
 
 
-def migrate(env: dict[str, str]) -> None:
-    """``flask --app wsgi db upgrade`` on the store of ``env``."""
-    done = subprocess.run([str(BIN / "flask"), "--app", "wsgi", "db", "upgrade"], cwd=ROOT,
+def migrate(env: dict[str, str], root: Path = ROOT) -> None:
+    """``flask --app wsgi db upgrade`` on the store of ``env`` (with the Quarry in ``root``)."""
+    done = subprocess.run([str(BIN / "flask"), "--app", "wsgi", "db", "upgrade"], cwd=root,
                           env=env, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise SystemExit(f"flask db upgrade failed ({done.returncode}):\n{done.stderr}")
@@ -81,14 +81,18 @@ class Server:
 
 @contextmanager
 def serving(env: dict[str, str], workdir: str | Path, *, start_timeout_s: float = 90,
-            app: str = "wsgi:app", name: str = "gunicorn") -> Iterator[Server]:
-    """gunicorn serving ``app`` (a WSGI path), its output in ``workdir/<name>.log``."""
+            app: str = "wsgi:app", name: str = "gunicorn",
+            root: Path = ROOT) -> Iterator[Server]:
+    """gunicorn serving ``app`` (a WSGI path), its output in ``workdir/<name>.log``.
+
+    ``root``: the Quarry to serve (another checkout, to compare two versions in one run).
+    """
     port = free_port()
     log_path = Path(workdir) / f"{name}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "--access-logfile", "/dev/null",
-             app], cwd=ROOT, env={**env, "QUARRY_BIND": f"127.0.0.1:{port}"},
+             app], cwd=root, env={**env, "QUARRY_BIND": f"127.0.0.1:{port}"},
             stdout=log, stderr=log, start_new_session=True)
     server = Server(f"http://127.0.0.1:{port}", port, process)
     try:

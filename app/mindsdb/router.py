@@ -32,7 +32,7 @@ from ..sql.errors import ErrorCode, SqlError
 from ..sql.sources import SourceRegistry
 from . import databases, grants, predictions, statements, tables, unsupported
 from .context import Context
-from .parser import mindsdb_leading_tokens, parse_mindsdb, parse_sql
+from .parser import NotParsed, mindsdb_leading_tokens, parse_mindsdb, parse_sql_cached
 
 __all__ = ["service_statement"]
 
@@ -82,8 +82,8 @@ _OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT"}
 
 def _parse(query: str) -> Any | None:
     try:
-        return parse_sql(query)
-    except Exception:  # noqa: BLE001 - the parser raises assorted types; see below
+        return parse_sql_cached(query)
+    except NotParsed:
         pass
     leading = mindsdb_leading_tokens(query)
     unsupported.refuse_leading(leading)

@@ -257,12 +257,21 @@ _ARTIFACT_QUERY = (select(_MODELS.c.artifact, _MODELS.c.updated_at)
 
 def preload_models() -> int:
     """Unpack the active complete models into this process's cache (up to its size): in a
-    gunicorn master before forking, so workers share them. Returns how many."""
-    ml.preload()
+    gunicorn master before forking, so workers share them. Returns how many.
+
+    scikit-learn, pandas and numpy are imported only when there is a model to unpack: a
+    store without models would make every deployment hold them (134 MiB in the master,
+    shared) for predictions that cannot come before a model is trained; each worker then
+    imports them on its first prediction or training, and the next start shares them again.
+    """
     models = db.session.execute(select(MLModel.id, MLModel.updated_at)
                                 .where(MLModel.active.is_(True), MLModel.status == "complete")
                                 .order_by(MLModel.updated_at.desc())
                                 .limit(MODEL_CACHE_SIZE)).all()
+    if not models:
+        db.session.rollback()
+        return 0
+    ml.preload()
     count = 0
     with _store_reader() as conn:
         for model_id, updated_at in models:

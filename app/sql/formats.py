@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import base64
 import csv
+import functools
+import importlib
 import io
 import logging
 import uuid
@@ -25,11 +27,10 @@ from collections.abc import Callable, Iterator
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from operator import itemgetter
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .encode import _dumps_stdlib, _orjson_default, iso_duration
 from .errors import ErrorCode, SqlError
@@ -37,9 +38,53 @@ from .stream import TableStream
 
 log = logging.getLogger(__name__)
 
-# The system allocator of the Arrow and CSV arrays: it gives a batch's memory back when the
-# batch is dropped, where Arrow's default pool (mimalloc) keeps it, which reads as growth.
-_POOL = pa.system_memory_pool()
+
+
+class _OnFirstUse:
+    """A module imported when one of its names is first read.
+
+    pyarrow (55 MiB, and pandas, which its first scalar or array loads) serves only Arrow
+    and CSV streams: imported with this module, it sat in every gunicorn worker (and its
+    master) of a service that may never send one. Names are read per batch or column,
+    never per value, so the lookup costs nothing measurable.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+
+pa = _OnFirstUse("pyarrow")
+pc = _OnFirstUse("pyarrow.compute")
+
+
+@functools.cache
+def _arrow() -> SimpleNamespace:
+    """The Arrow values this module writes with, made by the first stream that needs them."""
+    return SimpleNamespace(
+        # The system allocator of the Arrow and CSV arrays: it gives a batch's memory back
+        # when the batch is dropped, where Arrow's default pool (mimalloc) keeps it, which
+        # reads as growth.
+        pool=pa.system_memory_pool(),
+        quote=pa.scalar('"'), comma=pa.scalar(","), crlf=pa.scalar("\r\n"),
+        empty=pa.scalar(""), null_text=pa.scalar("null"),
+        # PostgreSQL type OIDs -> Arrow types (numeric is decided with its precision).
+        pg_types={16: pa.bool_(), 20: pa.int64(), 21: pa.int16(), 23: pa.int32(),
+                  26: pa.int64(), 700: pa.float32(), 701: pa.float64(), 25: pa.string(),
+                  1043: pa.string(), 1042: pa.string(), 19: pa.string(), 1082: pa.date32(),
+                  1114: pa.timestamp("us"), 1184: pa.timestamp("us", tz="UTC"),
+                  1083: pa.time64("us"), 17: pa.binary(), 1186: pa.duration("us")},
+        # PyMySQL FIELD_TYPE codes -> Arrow types (text and blobs are told apart by their
+        # values).
+        mysql_types={1: pa.int64(), 2: pa.int64(), 3: pa.int64(), 8: pa.int64(),
+                     9: pa.int64(), 13: pa.int64(), 4: pa.float32(), 5: pa.float64(),
+                     10: pa.date32(), 14: pa.date32(), 7: pa.timestamp("us"),
+                     12: pa.timestamp("us"), 11: pa.duration("us")},
+        value_kinds={pa.int64(): frozenset({int}), pa.float64(): frozenset({int, float}),
+                     pa.bool_(): frozenset({bool}), pa.binary(): frozenset({bytes}),
+                     pa.date32(): frozenset({date})})
 
 # response_format -> media type of the answer.
 MEDIA_TYPES = {
@@ -202,7 +247,6 @@ def _csv_module(columns: list[list]) -> bytes:
 
 # What makes the csv module quote a field (QUOTE_MINIMAL, lines ending in CRLF).
 _CSV_SPECIAL = '[,"\r\n]'
-_QUOTE_MARK, _COMMA, _CRLF, _EMPTY = (pa.scalar(t) for t in ('"', ",", "\r\n", ""))
 _NONE = type(None)
 
 
@@ -211,14 +255,14 @@ def _csv_arrow(columns: list[list]) -> bytes:
     column with Arrow's compute functions (C++) instead of the csv module's per-field loop."""
     fields = [_csv_fields(values) for values in columns]
     if len(fields) == 1:  # the csv module writes a row of one empty field as ""
-        lines = pc.coalesce(fields[0], _EMPTY)
-        lines = pc.if_else(pc.equal(lines, _EMPTY), pa.scalar('""'), lines)
+        lines = pc.coalesce(fields[0], _arrow().empty)
+        lines = pc.if_else(pc.equal(lines, _arrow().empty), pa.scalar('""'), lines)
     else:  # NULL as an empty field
-        lines = pc.binary_join_element_wise(*fields, _COMMA, null_handling="replace",
-                                            null_replacement="", memory_pool=_POOL)
+        lines = pc.binary_join_element_wise(*fields, _arrow().comma, null_handling="replace",
+                                            null_replacement="", memory_pool=_arrow().pool)
     # All the lines as one text, each ended by CRLF.
     text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()),
-                                                   lines), _CRLF, memory_pool=_POOL)
+                                                   lines), _arrow().crlf, memory_pool=_arrow().pool)
     _, offsets, data = text.buffers()
     end = memoryview(offsets).cast("i")[1]  # int32: the one value's end in data
     return b"".join((memoryview(data)[:end], b"\r\n"))  # one copy
@@ -236,12 +280,12 @@ def _csv_fields(values: list) -> pa.Array:
     if not kinds <= {str}:  # the text of other values, as _csv_module writes it
         convert = _csv_converter(values) or str
         values = [v if v is None or v.__class__ is str else convert(v) for v in values]
-    text = pa.array(values, pa.string(), memory_pool=_POOL)
+    text = pa.array(values, pa.string(), memory_pool=_arrow().pool)
     if not _holds(text, b",", b'"', b"\r", b"\n"):  # the usual case: a scan of the bytes
         return text
     special = pc.match_substring_regex(text, _CSV_SPECIAL)
-    quoted = pc.binary_join_element_wise(_QUOTE_MARK, pc.replace_substring(text, '"', '""'),
-                                         _QUOTE_MARK, _EMPTY)
+    quoted = pc.binary_join_element_wise(_arrow().quote, pc.replace_substring(text, '"', '""'),
+                                         _arrow().quote, _arrow().empty)
     return pc.if_else(special, quoted, text)
 
 
@@ -256,9 +300,6 @@ def _holds(text: pa.Array, *needles: bytes) -> bool:
     return any(needle in raw for needle in needles)
 
 
-_NULL_TEXT = pa.scalar("null")
-
-
 def _number_fields(values: list) -> tuple[pa.Array, bytes]:
     """Integers or floats as JSON numbers (orjson: one pass in C, about half the time of
     Arrow's conversion and cast), split into one field each, NULL as null; and that JSON."""
@@ -266,10 +307,10 @@ def _number_fields(values: list) -> tuple[pa.Array, bytes]:
     if not values:
         return pa.array([], pa.string()), text
     fields = pc.list_flatten(pc.split_pattern(pa.array([text[1:-1].decode("ascii")]), ",",
-                                              memory_pool=_POOL))
+                                              memory_pool=_arrow().pool))
     if b"null" in text:  # None (and NaN, ±inf: orjson writes them as null too)
-        fields = pc.if_else(pc.equal(fields, _NULL_TEXT), pa.scalar(None, pa.string()),
-                            fields, memory_pool=_POOL)
+        fields = pc.if_else(pc.equal(fields, _arrow().null_text), pa.scalar(None, pa.string()),
+                            fields, memory_pool=_arrow().pool)
     return fields, text
 
 
@@ -281,7 +322,7 @@ def _float_fields(values: list) -> pa.Array:
     '1e+16' and '1e-05', and NaN and ±inf as null. Those few take ``repr`` one by one."""
     fields, text = _number_fields(values)
     if b"e" in text or b"0.0000" in text or b"null" in text:
-        size = pc.abs(pa.array(values, pa.float64(), memory_pool=_POOL))
+        size = pc.abs(pa.array(values, pa.float64(), memory_pool=_arrow().pool))
         plain = pc.or_(pc.and_(pc.greater_equal(size, 1e-4), pc.less(size, 1e16)),
                        pc.equal(size, 0.0))
         other = pc.invert(pc.coalesce(plain, True))  # None stays null, as written
@@ -310,18 +351,7 @@ def _csv_converter(values: list) -> Callable[[Any], Any] | None:
 
 # ----------------------------------------------------------------------------------- Arrow
 
-# PostgreSQL type OIDs -> Arrow types (numeric is decided with its precision).
-_PG_ARROW = {16: pa.bool_(), 20: pa.int64(), 21: pa.int16(), 23: pa.int32(), 26: pa.int64(),
-             700: pa.float32(), 701: pa.float64(), 25: pa.string(), 1043: pa.string(),
-             1042: pa.string(), 19: pa.string(), 1082: pa.date32(),
-             1114: pa.timestamp("us"), 1184: pa.timestamp("us", tz="UTC"),
-             1083: pa.time64("us"), 17: pa.binary(), 1186: pa.duration("us")}
 _PG_NUMERIC = 1700
-# PyMySQL FIELD_TYPE codes -> Arrow types (text and blobs are told apart by their values).
-_MYSQL_ARROW = {1: pa.int64(), 2: pa.int64(), 3: pa.int64(), 8: pa.int64(), 9: pa.int64(),
-                13: pa.int64(), 4: pa.float32(), 5: pa.float64(), 10: pa.date32(),
-                14: pa.date32(), 7: pa.timestamp("us"), 12: pa.timestamp("us"),
-                11: pa.duration("us")}
 _MYSQL_DECIMAL = (0, 246)
 
 
@@ -337,13 +367,13 @@ def _declared_type(dialect: str, spec: Any) -> pa.DataType | None:
             if precision and 0 < precision <= 38:
                 return pa.decimal128(precision, scale or 0)
             return pa.string()
-        return _PG_ARROW.get(code, pa.string())
+        return _arrow().pg_types.get(code, pa.string())
     if code in _MYSQL_DECIMAL:
         # PyMySQL gives the display length (digits + sign + point): never below precision.
         digits = max(1, min(76, int(precision or 38)))
         return pa.decimal128(digits, scale or 0) if digits <= 38 else \
             pa.decimal256(digits, scale or 0)
-    return _MYSQL_ARROW.get(code)
+    return _arrow().mysql_types.get(code)
 
 
 def _value_type(values: list) -> pa.DataType:
@@ -396,7 +426,7 @@ def _arrow_column(values: list, kind: pa.DataType, name: str,
     elif kind == pa.binary():
         values = [bytes(v) if isinstance(v, bytearray | memoryview) else v for v in values]
     try:
-        return pa.array(values, type=kind, memory_pool=_POOL)
+        return pa.array(values, type=kind, memory_pool=_arrow().pool)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise SqlError(ErrorCode.QUERY_FAILED,
                        f"Column '{name}' has a value that is not {kind} ({exc}); CAST the "
@@ -408,12 +438,7 @@ def _allowed(kind: pa.DataType) -> frozenset[type] | None:
     None: any (text: every value has one)."""
     if pa.types.is_timestamp(kind):
         return frozenset({datetime})
-    return _VALUE_KINDS.get(kind)
-
-
-_VALUE_KINDS = {pa.int64(): frozenset({int}), pa.float64(): frozenset({int, float}),
-                pa.bool_(): frozenset({bool}), pa.binary(): frozenset({bytes}),
-                pa.date32(): frozenset({date})}
+    return _arrow().value_kinds.get(kind)
 
 
 def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[bytes]:

@@ -153,10 +153,10 @@ def cancel_backend(source: DataSource, backend_id: str, query_id: str) -> bool:
     """Stop statement ``query_id`` running in another process, in the database session
     ``backend_id`` of ``source``; whether a signal was sent.
 
-    The session is checked to still run that statement (PostgreSQL: the server-side
-    cursor is named after the query id; MariaDB: the statement carries the id in a
-    comment), so a session that went back to the pool and now runs someone else's
-    statement is left alone. SQLite sessions live inside their process: only the owning
+    The session is checked to still run that statement (its text carries the query id:
+    a leading comment (``marked``), or the name of a stream's server-side cursor), so a
+    session that went back to the pool and now runs someone else's statement is left
+    alone. SQLite sessions live inside their process: only the owning
     process can stop them (it watches the store for cancel requests).
     """
     if source.dialect not in ("postgresql", "mysql") or not backend_id.isdigit():
@@ -195,7 +195,11 @@ def cursor_name(conn: Any, fallback: int) -> str:
     return f"quarry_{query_id}" if query_id else f"quarry_{fallback}"
 
 
-def mysql_marked(conn: Any, sql: str) -> str:
-    """The statement with its query id in a leading comment (shown by the process list)."""
+def marked(conn: Any, sql: str) -> str:
+    """The statement with its query id in a leading comment (shown by MariaDB's process
+    list and PostgreSQL's pg_stat_activity, where ``cancel_backend`` looks for it)."""
     query_id = conn.info.get("quarry.query_id")
     return f"/* quarry_{query_id} */ {sql}" if query_id else sql
+
+
+mysql_marked = marked

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import select
 import sqlite3
 import weakref
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from urllib.parse import quote
 
 from flask import Flask, current_app, has_app_context
 from sqlalchemy import create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
@@ -283,10 +285,19 @@ def _server_source(name: str, url: Any, dialect: str, glot: str, settings: dict[
                    timeout_s: float, max_rows: int) -> DataSource:
     engine = create_engine(
         url, pool_size=settings["SQL_POOL_SIZE"], max_overflow=0,
-        pool_timeout=settings["SQL_POOL_TIMEOUT_S"], pool_pre_ping=True,
+        pool_timeout=settings["SQL_POOL_TIMEOUT_S"],
         # A server that does not answer must not hold a request longer than the pool wait.
         connect_args={"connect_timeout": max(2, int(settings["SQL_POOL_TIMEOUT_S"]))},
     )
+
+    @event.listens_for(engine, "checkout")
+    def _closed_by_the_server(dbapi_connection, _record, _proxy):
+        # In place of SQLAlchemy's pre-ping, which costs a round trip per request (a fifth
+        # of a statement's). The pool then opens another connection (sources.py has no
+        # other checkout listener before this one, so the pool's use is counted once).
+        if _looks_closed(dbapi_connection, dialect):
+            raise sa_exc.DisconnectionError("the server closed the connection")
+
     if dialect == "postgresql":
         @event.listens_for(engine, "connect")
         def _autocommit(dbapi_connection, _record):
@@ -302,15 +313,50 @@ def _server_source(name: str, url: Any, dialect: str, glot: str, settings: dict[
             # No session state outlives a request: a rollback leaves session advisory
             # locks, prepared statements, settings and temporary objects in place, so the
             # next request on this pooled connection would inherit them. DISCARD ALL cannot
-            # run inside a transaction: the rollback ran first. Should it fail, the pool
-            # drops the connection instead of reusing it.
-            if not dbapi_connection.closed:
+            # run inside a transaction: the request's READ ONLY transaction (execute.py
+            # leaves it to this) is rolled back first, both in one round trip (a pipeline
+            # syncs after each). Should it fail, the pool drops the connection instead of
+            # reusing it.
+            if dbapi_connection.closed:
+                return
+            from psycopg.pq import TransactionStatus
+
+            with dbapi_connection.pipeline():
+                if dbapi_connection.info.transaction_status != TransactionStatus.IDLE:
+                    dbapi_connection.execute("ROLLBACK", prepare=False)
                 dbapi_connection.execute("DISCARD ALL", prepare=False)
 
     _count_pool_use(engine, name)
     return DataSource(name=name, dialect=dialect, sqlglot_dialect=glot, timeout_s=timeout_s,
                       max_rows=max_rows, connect=engine.raw_connection, dispose=engine.dispose,
                       engine_name=dialect, info={"url": url.render_as_string()})
+
+
+def _looks_closed(dbapi_connection: Any, dialect: str) -> bool:
+    """Whether the server closed this idle pooled connection (a restart, a terminated
+    backend, an idle timeout), without a round trip.
+
+    An idle connection of the pool has nothing to read: the server sends nothing unasked
+    (Quarry never LISTENs). A socket that is readable has the server's goodbye (an error
+    message, or the end of the stream) waiting. A connection cut without a word (a network
+    that drops packets) is not seen here; its statement then fails as SOURCE_DOWN and the
+    connection is dropped (execute.failure).
+    """
+    try:
+        if dialect == "postgresql":
+            if dbapi_connection.closed or dbapi_connection.broken:
+                return True
+            fd = dbapi_connection.fileno()
+        else:
+            sock = dbapi_connection._sock  # PyMySQL keeps no public handle of it
+            if sock is None:
+                return True
+            fd = sock.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 # PostgreSQL values that Python's date/datetime/timedelta cannot hold ('infinity',

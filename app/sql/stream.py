@@ -222,7 +222,7 @@ def _open_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     pg = conn.driver_connection
     cursor = None
     try:
-        begin_postgresql(pg, timeout_s)
+        begin_postgresql(pg, timeout_s, cursor=True)
         cursor = pg.cursor(name=cursor_name(conn, 0))
         cursor.execute(sql, params)  # DECLARE: the result's columns, nothing read yet
         description = cursor.description or ()

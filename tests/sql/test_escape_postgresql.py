@@ -236,13 +236,15 @@ def session_state(app: Flask, db: str) -> list:
 
     Quarry's own transaction sets statement_timeout, transaction_read_only and
     standard_conforming_strings (SET LOCAL): those are left out; anything else set for the
-    session would show."""
+    session would show. The statement asking is itself a portal: unnamed (a buffered
+    answer) or a cursor named quarry_… (a stream); those are left out too."""
     body = ask(app, "SELECT (SELECT count(*) FROM pg_prepared_statements),"
                     " (SELECT count(*) FROM pg_listening_channels()),"
                     " (SELECT string_agg(name, ',') FROM pg_settings WHERE source = 'session'"
                     "  AND name NOT IN ('statement_timeout', 'transaction_read_only',"
                     "                   'standard_conforming_strings')),"
-                    " (SELECT count(*) FROM pg_cursors WHERE name NOT LIKE 'quarry%'),"
+                    " (SELECT count(*) FROM pg_cursors"
+                    "  WHERE name NOT LIKE 'quarry%' AND name <> ''),"
                     " (SELECT count(*) FROM pg_class WHERE relpersistence = 't')", db)
     assert body["type"] == "table", body
     return body["data"]

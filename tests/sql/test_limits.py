@@ -28,8 +28,8 @@ SLOW = {
 
 
 def _active_pg(_marker: str) -> list:
-    # Rows come from a server-side cursor, so the statement doing the work is the FETCH:
-    # look for any active statement of the source's role in the source database.
+    # The statement may run under another text (a stream's is its cursor's FETCH): look
+    # for any active statement of the source's role in the source database.
     with _pg_admin() as conn:
         return conn.execute("SELECT pid, query FROM pg_stat_activity WHERE datname = %s AND "
                             "usename = %s AND state = 'active' AND pid <> pg_backend_pid()",

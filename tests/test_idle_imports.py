@@ -1,0 +1,43 @@
+"""What a gunicorn master holds before it forks, when the store has no model yet.
+
+Every page the master holds is in every worker's address space, so whatever it imports
+that no request needs costs the idle service memory: scikit-learn, pandas and numpy are
+for trainings and predictions (preloaded only when the store holds an active model), and
+pyarrow for Arrow and CSV streams (imported by the first one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What gunicorn does in the master with preload_app and QUARRY_PRELOAD_ML on (gunicorn.conf.py:
+# import the app, then when_ready), then a look at what got imported.
+MASTER = """
+import json, sys
+import wsgi
+from app.services.models import preload_models
+with wsgi.app.app_context():
+    count = preload_models()
+print(json.dumps([count, sorted(m for m in ("sklearn", "pandas", "numpy", "pyarrow")
+                                if m in sys.modules)]))
+"""
+
+
+def test_a_master_without_models_imports_no_ml_stack_and_no_arrow(sqlite_template, tmp_path):
+    store = tmp_path / "store.db"
+    shutil.copy(sqlite_template, store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
+    env.update(QUARRY_DATABASE_URL=f"sqlite:///{store}", QUARRY_INSTANCE_PATH=str(tmp_path),
+               QUARRY_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", MASTER], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    count, heavy = json.loads(done.stdout.strip().splitlines()[-1])
+    assert count == 0 and heavy == [], heavy
