@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pyarrow as pa
 from flask import Flask, current_app
 
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.formats import pa  # pyarrow, imported with the first federated statement
 
 EXTENSION_KEY = "quarry.federation"
 _BATCH_VIEW = "quarry_batch"

@@ -13,11 +13,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pyarrow as pa
 from sqlglot import exp
 
 from ..sql.errors import ErrorCode, SqlError
-from ..sql.formats import _arrow_column, _declared_type, _value_type, columns_of
+from ..sql.formats import (
+    _arrow_column,
+    _declared_type,
+    _value_type,
+    columns_of,
+    pa,  # pyarrow, imported with the first federated statement
+)
 from ..sql.gate import gate
 from ..sql.running import Statement
 from ..sql.sources import DataSource, SourceRegistry
