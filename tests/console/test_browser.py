@@ -369,12 +369,15 @@ def test_train_a_model_and_see_its_importances(browser, console_server):
     WebDriverWait(browser, 15).until(lambda d: "species:" in d.find_element(
         By.CSS_SELECTOR, "[data-testid=prediction]").text)
     reference_shot(browser, "model")
-    # A refused input: its error beside the field, and no answer left from the last one.
+    # A value the model cannot read: the row is still predicted, with that input read as
+    # missing (issue 26), and the answer says which input and why.
     form.find_element(By.NAME, "petal_width").clear()
     form.find_element(By.NAME, "petal_width").send_keys("wide")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    assert "expects a number" in field_error(form, "petal_width")
-    assert css(browser, "[data-testid=prediction]").text == ""
+    note = WebDriverWait(browser, 15).until(lambda d: d.find_elements(
+        By.CSS_SELECTOR, "[data-testid=unknown-inputs]"))[0].text
+    assert note.startswith("Read as missing: petal_width (") and "wide" in note, note
+    assert "species:" in css(browser, "[data-testid=prediction]").text
     # The confusion matrix of the out-of-fold predictions: a cell per (actual, predicted).
     info = api(console_server, "GET", "/api/projects/mindsdb/models/console_iris/describe",
                params={"attribute": "info"}).json()[0]

@@ -99,12 +99,28 @@ export function projectsView(state) {
         const [answer] = await post(`/api/projects/${enc(project)}/models/${enc(model.name)}/predict`, { data: [row] });
         clear(out).append(h('strong', {}, `${model.predict}: ${cellText(answer[model.predict])}`),
           ` (confidence ${cellText(answer[`${model.predict}_confidence`])})`);
+        // A value the model could not read is predicted as missing, and the answer says so.
+        const unknown = unknownInputs(answer[`${model.predict}_explain`]);
+        if (unknown.length) {
+          out.append(h('p', { class: 'muted', 'data-testid': 'unknown-inputs' },
+            `Read as missing: ${unknown.map(([name, why]) => `${name} (${why})`).join('; ')}`));
+        }
       },
     });
     return h('div', {}, form, out);
   }
 
   return { el, shown };
+}
+
+// The inputs a prediction's explanation lists as unknown, as [column, why] pairs.
+function unknownInputs(explain) {
+  try {
+    const parsed = typeof explain === 'string' ? JSON.parse(explain) : explain;
+    return Object.entries((parsed && parsed.unknown_inputs) || {}).map(([k, v]) => [k, cellText(v)]);
+  } catch {
+    return [];
+  }
 }
 
 // Column importances as a horizontal bar chart, drawn with SVG elements (no markup strings).
