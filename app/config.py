@@ -73,6 +73,9 @@ SETTINGS: list[Setting] = [
     Setting("SQL_STREAM_MAX_ROWS", 10_000_000, int,
             "Most rows a streamed answer (response_format jsonlines, sse, csv, arrow) "
             "sends; 0: no limit"),
+    Setting("MCP_MAX_ROWS", 1000, int,
+            "Most rows an MCP tool result (and an agent's tool call) carries; more are cut "
+            "and flagged truncated"),
     Setting("SQL_STREAM_TIMEOUT_S", 600.0, float,
             "Time limit of a streamed statement, for the whole stream, in seconds (a request "
             "may lower it)"),

@@ -50,6 +50,9 @@ class Case:
     prepare: Callable[[Any, str], None] | None = None
 
 
+_PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
 def _skill(name="s"):
     return {"skill": {"name": name, "type": "retrieval", "params": {"source": "kb"}}}
 
@@ -204,6 +207,10 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
         ("console_api.delete_saved_query", "DELETE"): Case(
             (204, 204, 204, 204, 404, 401), f"/api/console/projects/p/saved/q_{tag}",
             prepare=_prepare_saved),
+        # MCP: any signed-in user (each tool then applies the caller's rights); an agent's
+        # tool set is read like the agent.
+        ("mcp.serve_mcp", "POST"): Case(SIGNED, "/mcp", _PING),
+        ("mcp.serve_agent_mcp", "POST"): Case(READ, "/mcp/projects/p/agents/a", _PING),
     }
 
 

@@ -1,0 +1,50 @@
+"""MCP (Model Context Protocol) over Streamable HTTP: POST /mcp, and an agent's tools at
+/mcp/projects/<p>/agents/<a>. Stateless JSON answers; no GET stream (405). docs/mcp.md."""
+
+import json
+
+from flask import Response, current_app, request
+
+from ..errors import BadRequest
+from ..jsonio import parse_json_body
+from ..mcp import agent, protocol, tools
+from ..sql.encode import dumps
+from .base import Blueprint
+
+blp = Blueprint("mcp", __name__, url_prefix="/mcp",
+                description="Model Context Protocol: Quarry's tools for AI clients")
+
+_RPC_BODY = {"description": "A JSON-RPC 2.0 request or notification (or a batch of them)",
+             "content": {"application/json": {"schema": {"type": ["object", "array"]}}}}
+_RPC_ANSWER = {"type": ["object", "array"], "description": "The JSON-RPC response(s)"}
+
+
+@blp.route("", methods=["POST"])
+@blp.doc(requestBody=_RPC_BODY)
+@blp.doc_response(200, _RPC_ANSWER)
+def serve_mcp():
+    """Answer one MCP message with the server's tools (list_databases, query, …)."""
+    return _answer(tools.server_tools())
+
+
+@blp.route("/projects/<name:project>/agents/<name:agent_name>", methods=["POST"])
+@blp.doc(requestBody=_RPC_BODY)
+@blp.doc_response(200, _RPC_ANSWER)
+@blp.problems(404)
+def serve_agent_mcp(project, agent_name):
+    """Answer one MCP message with an agent's skills as tools."""
+    return _answer(agent.agent_tools(project, agent_name))
+
+
+def _answer(tool_set: protocol.ToolSet) -> Response:
+    try:
+        payload = parse_json_body(request.get_data(cache=True),
+                                  current_app.config["MAX_JSON_DEPTH"])
+    except (json.JSONDecodeError, BadRequest) as exc:
+        reply = protocol.Reply(400, protocol.parse_error(str(exc)))
+    else:
+        reply = protocol.handle(payload, request.headers.get(protocol.VERSION_HEADER),
+                                tool_set, current_app.config["API_VERSION"])
+    if reply.body is None:
+        return Response(status=202)
+    return Response(dumps(reply.body), status=reply.status, mimetype="application/json")

@@ -1,0 +1,297 @@
+"""The MCP endpoint through the official ``mcp`` client, over HTTP, against Quarry served by
+gunicorn with sign-in on and real data sources (PostgreSQL, MariaDB)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from contextlib import asynccontextmanager
+
+import psycopg
+import pymysql
+import pytest
+import requests
+from mcp.client import Client
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from app import create_app
+from app.config import load_settings
+from app.extensions import db
+from tests.conftest import PG_ADMIN_URL
+from tests.live import flask, quarry_env, serving
+
+pytestmark = pytest.mark.slow
+
+PID = os.getpid()
+PG_DB = f"mcp_src_{PID}"
+MARIA_TABLE = f"mcp_hidden_{PID}"
+PASSWORD = "mcp test password"
+CREATE_MODEL = ("CREATE MODEL mindsdb.flowers FROM demo (SELECT * FROM iris) PREDICT species "
+                "USING join_learn_process = true")
+
+
+def _pg(database: str = "postgres") -> psycopg.Connection:
+    url = PG_ADMIN_URL.replace("postgresql+psycopg://", "postgresql://")
+    return psycopg.connect(url.rsplit("/", 1)[0] + "/" + database, autocommit=True)
+
+
+def _maria() -> pymysql.Connection:
+    return pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test",
+                           autocommit=True)
+
+
+def _users(env: dict) -> dict[str, str]:
+    """alice (admin) and bob (member, granted the pg source only), with API tokens."""
+    app = create_app(load_settings(env))
+    runner = app.test_cli_runner()
+    tokens = {}
+    for user, extra in (("alice", ["--admin"]), ("bob", [])):
+        made = runner.invoke(args=["users", "create", user, *extra], input=PASSWORD + "\n")
+        assert made.exit_code == 0, made.output
+        token = runner.invoke(args=["tokens", "create", "--user", user, "--label", "mcp"])
+        assert token.exit_code == 0, token.output
+        tokens[user] = token.stdout.strip()
+    with app.app_context():
+        db.engine.dispose()
+    return tokens
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mcp")
+    with _pg() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{PG_DB}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{PG_DB}"')
+    with _pg(PG_DB) as conn:
+        conn.execute("CREATE TABLE orders (id integer PRIMARY KEY, item text, amount "
+                     "numeric(8,2))")
+        conn.execute("INSERT INTO orders SELECT g, 'item ' || g, g * 1.5 "
+                     "FROM generate_series(1, 30) g")
+        conn.execute("CREATE TABLE salaries (who text, pay integer)")
+        conn.execute("INSERT INTO salaries VALUES ('ceo', 1000000)")
+    with _maria() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {MARIA_TABLE}")
+        cur.execute(f"CREATE TABLE {MARIA_TABLE} (secret VARCHAR(20))")
+        cur.execute(f"INSERT INTO {MARIA_TABLE} VALUES ('hidden')")
+    pg_url = PG_ADMIN_URL.replace("postgresql+psycopg://", "postgresql://").rsplit("/", 1)[0]
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_DEMO_SOURCE="true",
+                     QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY="mcp-secret-" + "k" * 32,
+                     QUARRY_WORKERS="2", QUARRY_THREADS="4", QUARRY_MCP_MAX_ROWS="10",
+                     QUARRY_DATA_SOURCES=json.dumps({
+                         "pg": f"{pg_url}/{PG_DB}",
+                         "maria": "mysql+pymysql://root@127.0.0.1:3306/test"}))
+    flask(env, "db", "upgrade")
+    tokens = _users(env)
+    try:
+        with serving(env, tmp) as live:
+            admin = {"Authorization": f"Bearer {tokens['alice']}"}
+            for statement in ("GRANT query ON DATABASE pg TO bob",
+                              "GRANT viewer ON PROJECT mindsdb TO bob", CREATE_MODEL):
+                answer = requests.post(live.url + "/api/sql/query", headers=admin,
+                                       json={"query": statement}, timeout=120).json()
+                assert answer["type"] != "error", answer
+            yield {"url": live.url, "tokens": tokens}
+    finally:
+        with _pg() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{PG_DB}" WITH (FORCE)')
+        with _maria() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {MARIA_TABLE}")
+
+
+@asynccontextmanager
+async def _client(server, user: str, path: str = "/mcp", mode: str = "auto"):
+    """The official client in its default mode (auto: the 2026 probe, then the handshake),
+    signed in with the user's API token."""
+    async with create_mcp_http_client(headers={"X-Api-Key": server["tokens"][user]}) as http, \
+            Client(streamable_http_client(server["url"] + path, http_client=http),
+                   mode=mode) as client:
+        yield client
+
+
+async def _calls(server, user: str, calls: list[tuple[str, dict]], **kwargs) -> list:
+    async with _client(server, user, **kwargs) as client:
+        return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+
+def _table(result) -> dict:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def _error(result) -> str:
+    assert result.is_error, result.structured_content
+    return result.content[0].text
+
+
+def test_the_official_client_connects_and_lists_the_tools(server):
+    async def run():
+        async with _client(server, "bob") as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            return client.session.protocol_version, names  # noqa: B023
+    version, names = asyncio.run(run())
+    assert version in HANDSHAKE_PROTOCOL_VERSIONS  # auto mode fell back to the handshake
+    assert names == ["list_databases", "query", "list_tables", "describe_model", "predict"]
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+def test_each_handshake_revision_is_answered_with_itself(server, version):
+    headers = {"X-Api-Key": server["tokens"]["bob"], "Accept": "application/json, "
+               "text/event-stream"}
+    init = requests.post(server["url"] + "/mcp", headers=headers, timeout=10, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}})
+    assert init.status_code == 200 and init.headers["Content-Type"] == "application/json"
+    assert init.json()["result"]["protocolVersion"] == version
+    note = requests.post(server["url"] + "/mcp", timeout=10,
+                         headers={**headers, "MCP-Protocol-Version": version},
+                         json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert note.status_code == 202 and note.content == b""
+    ping = requests.post(server["url"] + "/mcp", timeout=10,
+                         headers={**headers, "MCP-Protocol-Version": version},
+                         json={"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    assert ping.json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+def test_an_unknown_revision_gets_the_newest_and_a_get_is_refused(server):
+    headers = {"X-Api-Key": server["tokens"]["bob"]}
+    init = requests.post(server["url"] + "/mcp", headers=headers, timeout=10, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "1999-01-01", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}})
+    assert init.json()["result"]["protocolVersion"] == HANDSHAKE_PROTOCOL_VERSIONS[-1]
+    bad_header = requests.post(server["url"] + "/mcp", timeout=10,
+                               headers={**headers, "MCP-Protocol-Version": "1999-01-01"},
+                               json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert bad_header.status_code == 400
+    assert "1999-01-01" in bad_header.json()["error"]["message"]
+    assert requests.get(server["url"] + "/mcp", headers=headers, timeout=10).status_code == 405
+    broken = requests.post(server["url"] + "/mcp", headers=headers, data=b"{not json",
+                           timeout=10)
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == -32700
+
+
+def test_without_credentials_401(server):
+    answer = requests.post(server["url"] + "/mcp", timeout=10,
+                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert answer.status_code == 401
+    assert answer.headers["Content-Type"] == "application/problem+json"
+
+    async def run():
+        async with create_mcp_http_client() as http, \
+                Client(streamable_http_client(server["url"] + "/mcp", http_client=http)):
+            pass
+    with pytest.raises(Exception):  # noqa: B017 - the client reports a 401 its own way
+        asyncio.run(run())
+
+
+def test_each_tool_as_a_member(server):
+    results = asyncio.run(_calls(server, "bob", [
+        ("list_databases", {}),
+        ("list_tables", {"database": "pg"}),
+        ("query", {"query": "SELECT id, item, amount FROM orders WHERE id <= 3 ORDER BY id",
+                   "context": {"db": "pg"}}),
+        ("query", {"query": "SELECT id FROM pg.orders ORDER BY id"}),
+        ("describe_model", {"model": "flowers"}),
+        ("predict", {"model": "flowers", "data": {"sepal_length": 5.1, "sepal_width": 3.5,
+                                                  "petal_length": 1.4, "petal_width": 0.2}}),
+    ]))
+    databases = _table(results[0])
+    assert databases["columns"] == ["Database"]  # SHOW DATABASES, as MindsDB answers it
+    names = [row[0] for row in databases["rows"]]
+    assert "pg" in names and "maria" not in names  # a source bob may not query: not there
+    tables = _table(results[1])
+    assert tables["columns"] == ["database", "table", "column", "type"]
+    assert ["pg", "orders", "amount", "numeric"] in tables["rows"]
+    small = _table(results[2])
+    assert small == {"columns": ["id", "item", "amount"], "truncated": False,
+                     "rows": [[1, "item 1", 1.5], [2, "item 2", 3.0],
+                              [3, "item 3", 4.5]]}
+    big = _table(results[3])
+    assert big["truncated"] is True and big["rows"] == [[i] for i in range(1, 11)]
+    described = _table(results[4])
+    assert described["rows"] and "accuracies" in described["columns"]
+    predicted = _table(results[5])
+    assert predicted["rows"][0][predicted["columns"].index("species")] == "setosa"
+
+
+def test_errors_are_tool_errors_with_the_sql_endpoints_message(server):
+    statement = "SELECT nope FROM orders"
+    endpoint = requests.post(server["url"] + "/api/sql/query", timeout=10,
+                             headers={"X-Api-Key": server["tokens"]["bob"]},
+                             json={"query": statement, "context": {"db": "pg"}}).json()
+    assert endpoint["type"] == "error"
+    results = asyncio.run(_calls(server, "bob", [
+        ("query", {"query": statement, "context": {"db": "pg"}}),
+        ("query", {"query": f"SELECT * FROM maria.{MARIA_TABLE}"}),
+        ("list_tables", {"database": "maria"}),
+        ("query", {"query": "DROP DATABASE pg"}),
+        ("query", {"query": "SELECT pg_read_file('/etc/passwd')", "context": {"db": "pg"}}),
+        ("describe_model", {"model": "nothing"}),
+        ("nope", {}),
+    ]))
+    assert _error(results[0]) == endpoint["error_message"]
+    # A source bob may not query answers as a missing one, on both paths.
+    hidden = requests.post(server["url"] + "/api/sql/query", timeout=10,
+                           headers={"X-Api-Key": server["tokens"]["bob"]},
+                           json={"query": f"SELECT * FROM maria.{MARIA_TABLE}"}).json()
+    assert _error(results[1]) == hidden["error_message"]
+    assert "'maria' in maria." in _error(results[1])
+    assert "is not a data source" in _error(results[1])
+    assert "does not exist" in _error(results[2])
+    assert "Only statements that read" in _error(results[3])
+    assert "pg_read_file" in _error(results[4])
+    assert "nothing" in _error(results[5])
+    assert "No tool named" in _error(results[6])
+
+
+def test_a_delete_is_refused_and_nothing_written(server):
+    results = asyncio.run(_calls(server, "alice", [
+        ("query", {"query": "DELETE FROM orders", "context": {"db": "pg"}}),
+        ("query", {"query": "WITH gone AS (DELETE FROM orders RETURNING *) SELECT * FROM gone",
+                   "context": {"db": "pg"}}),
+        ("query", {"query": "CREATE PROJECT from_mcp"}),
+    ]))
+    for result in results:
+        assert result.is_error
+    with _pg(PG_DB) as conn:
+        assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 30
+    projects = requests.get(server["url"] + "/api/projects", timeout=10,
+                            headers={"X-Api-Key": server["tokens"]["alice"]}).json()
+    assert "from_mcp" not in [p["name"] for p in projects]
+
+
+def test_each_call_is_in_the_audit_log_with_who_asked(server):
+    marker = f"SELECT {PID} AS audited"
+    asyncio.run(_calls(server, "bob", [("query", {"query": marker}),
+                                       ("describe_model", {"model": "flowers"})]))
+    admin = {"X-Api-Key": server["tokens"]["alice"]}
+    deadline = time.monotonic() + 10
+    while True:  # statements' records are written in batches, within about a second
+        records = requests.get(server["url"] + "/api/audit", headers=admin, timeout=10,
+                               params={"user": "bob", "limit": "50"}).json()
+        statements = [r.get("statement") for r in records.get("records", records)]
+        if marker in statements and any("describe_model mindsdb.flowers" in (s or "")
+                                        for s in statements) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert marker in statements
+    assert any("describe_model mindsdb.flowers" in (s or "") for s in statements)
+
+
+def test_the_legacy_session_api(server):
+    async def run():
+        token = server["tokens"]["bob"]
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) \
+                as http, streamable_http_client(server["url"] + "/mcp", http_client=http) \
+                as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await session.call_tool("query", {"query": "SELECT 1 AS one"})
+    assert _table(asyncio.run(run())) == {"columns": ["one"], "rows": [[1]],
+                                          "truncated": False}
