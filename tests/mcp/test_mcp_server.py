@@ -96,6 +96,16 @@ def server(tmp_path_factory):
                 answer = requests.post(live.url + "/api/sql/query", headers=admin,
                                        json={"query": statement}, timeout=120).json()
                 assert answer["type"] != "error", answer
+            for path, body in (
+                    ("/api/projects/mindsdb/skills", {"skill": {
+                        "name": "orders_sql", "type": "sql",
+                        "params": {"database": "pg", "tables": ["orders"]}}}),
+                    ("/api/projects/mindsdb/skills", {"skill": {
+                        "name": "docs", "type": "retrieval", "params": {"source": "kb"}}}),
+                    ("/api/projects/mindsdb/agents", {"agent": {
+                        "name": "analyst", "model_name": "m", "skills": ["orders_sql", "docs"]}})):
+                made = requests.post(live.url + path, headers=admin, json=body, timeout=30)
+                assert made.status_code == 201, made.text
             yield {"url": live.url, "tokens": tokens}
     finally:
         with _pg() as conn:
@@ -295,3 +305,52 @@ def test_the_legacy_session_api(server):
             return await session.call_tool("query", {"query": "SELECT 1 AS one"})
     assert _table(asyncio.run(run())) == {"columns": ["one"], "rows": [[1]],
                                           "truncated": False}
+
+
+AGENT = "/mcp/projects/mindsdb/agents/analyst"
+
+
+def test_an_agents_skills_are_its_tools(server):
+    async def run():
+        async with _client(server, "bob", AGENT) as client:
+            return (await client.list_tools()).tools
+    tools = {t.name: t for t in asyncio.run(run())}
+    assert sorted(tools) == ["query_orders_sql", "skill_docs"]
+    # Described with its tables' columns, so that a model can write SQL for them.
+    assert "orders(id integer, item text, amount numeric)" in tools["query_orders_sql"].description
+    assert "cannot run" in tools["skill_docs"].description
+    results = asyncio.run(_calls(server, "bob", [
+        ("query_orders_sql", {"query": "SELECT count(*) AS n FROM orders"}),
+        ("query_orders_sql", {"query": "SELECT o.id FROM public.orders o WHERE o.id = 2"}),
+        ("skill_docs", {}),
+    ], path=AGENT))
+    assert _table(results[0])["rows"] == [[30]]
+    assert _table(results[1])["rows"] == [[2]]
+    assert "cannot run yet" in _error(results[2])
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT * FROM salaries",
+    "SELECT * FROM public.salaries",
+    "SELECT o.id, s.pay FROM orders o JOIN salaries s ON true",
+    "SELECT id FROM orders WHERE id < (SELECT max(pay) FROM salaries)",
+    "WITH orders AS (SELECT * FROM salaries) SELECT * FROM orders",
+    "SELECT * FROM information_schema.tables",
+    "SELECT * FROM orders UNION ALL SELECT who, pay, NULL FROM salaries",
+])
+def test_a_skill_reads_only_its_tables(server, statement):
+    result, = asyncio.run(_calls(server, "alice", [("query_orders_sql", {"query": statement})],
+                                 path=AGENT))
+    assert "This skill reads only orders in pg" in _error(result)
+
+
+def test_a_hostile_statement_through_a_skill_changes_nothing(server):
+    results = asyncio.run(_calls(server, "alice", [
+        ("query_orders_sql", {"query": "DELETE FROM orders"}),
+        ("query_orders_sql", {"query": "SELECT pg_read_file('/etc/passwd')"}),
+        ("query_orders_sql", {"query": "DROP TABLE orders"}),
+    ], path=AGENT))
+    assert all(r.is_error for r in results)
+    assert "pg_read_file" in _error(results[1])
+    with _pg(PG_DB) as conn:
+        assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 30
