@@ -7,6 +7,7 @@ from . import (
     access,
     agents,
     auth,
+    completions,
     console,
     databases,
     mcp,
@@ -35,6 +36,7 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(databases.blp)
     api.register_blueprint(console.blp)
     api.register_blueprint(mcp.blp)
+    api.register_blueprint(completions.blp)
     # The published interface documents skills and agents without the /api prefix too:
     # the same blueprints (same handlers) registered a second time under another name.
     app.register_blueprint(skills.blp, url_prefix="/projects/<name:project>/skills",

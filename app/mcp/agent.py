@@ -110,7 +110,11 @@ def _columns_text(scope: SqlScope) -> str:
 
 def agent_tools(project: str, agent_name: str) -> ToolSet:
     """The tools of /mcp/projects/<project>/agents/<agent> (404 when there is no agent)."""
-    view = agent_service.get_agent(project, agent_name)
+    return tool_set_of(agent_service.get_agent(project, agent_name), project)
+
+
+def tool_set_of(view: dict[str, Any], project: str) -> ToolSet:
+    """The tools of an agent (its view, as the agents service gives it)."""
     served: dict[str, Tool] = {}
     for name, skill, scope, kind in _scopes(view):
         name = _tool_name(name)

@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 from contextlib import asynccontextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import mindsdb_sdk
 import psycopg
 import pymysql
 import pytest
@@ -354,3 +357,148 @@ def test_a_hostile_statement_through_a_skill_changes_nothing(server):
     assert "pg_read_file" in _error(results[1])
     with _pg(PG_DB) as conn:
         assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 30
+
+
+# --- agent completions ------------------------------------------------------------------------
+# The one scripted part: a small HTTP server speaking OpenAI's chat-completions protocol whose
+# "model" answers a script of tool calls. Everything between it and the databases is real.
+
+LLM_KEY = "sk-test-never-shown-0123"
+
+
+def _call(query: str, call_id: str = "c1") -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": call_id, "type": "function",
+        "function": {"name": "query_orders_sql", "arguments": json.dumps({"query": query})}}]}
+
+
+def _say(text: str) -> dict:
+    return {"role": "assistant", "content": text}
+
+
+class ScriptedModel:
+    """Answers each model name's script in turn; a script that runs out repeats its last
+    message (a model that loops)."""
+
+    def __init__(self) -> None:
+        self.scripts: dict[str, list[dict]] = {}
+        self.seen: list[dict] = []  # (headers, body) of every request
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                model.seen.append({"auth": self.headers.get("Authorization"), "body": body})
+                script = model.scripts[body["model"]]
+                message = script.pop(0) if len(script) > 1 else script[0]
+                payload = json.dumps({"id": "x", "object": "chat.completion", "choices": [
+                    {"index": 0, "message": message, "finish_reason": "stop"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture(scope="module")
+def llm(server):
+    model = ScriptedModel()
+    admin = {"X-Api-Key": server["tokens"]["alice"]}
+    for name, base_url in (("talker", model.url), ("unreachable", "http://127.0.0.1:9/v1")):
+        made = requests.post(server["url"] + "/api/projects/mindsdb/agents", headers=admin,
+                             timeout=30, json={"agent": {
+                                 "name": name, "model_name": "m", "skills": ["orders_sql"],
+                                 "model": {"base_url": base_url, "model_name": name,
+                                           "api_key": LLM_KEY}}})
+        assert made.status_code == 201, made.text
+        assert LLM_KEY not in made.text  # write-only, as other secrets
+    yield model
+    model.httpd.shutdown()
+
+
+def _complete(server, agent: str, question: str, user: str = "bob", stream: bool = False):
+    path = f"/api/projects/mindsdb/agents/{agent}/completions" + ("/stream" if stream else "")
+    return requests.post(server["url"] + path, timeout=60,
+                         headers={"X-Api-Key": server["tokens"][user]},
+                         json={"messages": [{"question": question, "answer": None}]})
+
+
+def test_an_agent_answers_through_its_model_and_shows_its_statements(server, llm):
+    llm.scripts["talker"] = [_call("SELECT count(*) AS n FROM orders"),
+                             _say("There are 30 orders.")]
+    answer = _complete(server, "talker", "How many orders?")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"message": {
+        "role": "assistant", "content": "There are 30 orders.",
+        "statements": [{"tool": "query_orders_sql", "query": "SELECT count(*) AS n FROM orders",
+                        "rows": 1, "truncated": False}]}}
+    # The model got the tools, the question, the key, and the statement's result.
+    first, second = llm.seen[-2:]
+    assert first["auth"] == f"Bearer {LLM_KEY}"
+    assert [t["function"]["name"] for t in first["body"]["tools"]] == ["query_orders_sql"]
+    assert first["body"]["messages"][-1] == {"role": "user", "content": "How many orders?"}
+    assert json.loads(second["body"]["messages"][-1]["content"])["rows"] == [[30]]
+    # mindsdb_sdk reads the answer unchanged.
+    llm.scripts["talker"] = [_say("Hello.")]
+    sdk = mindsdb_sdk.connect(server["url"], api_key=server["tokens"]["bob"])
+    assert sdk.agents.get("talker").completion(
+        [{"question": "Hi", "answer": None}]).content == "Hello."
+
+
+def test_a_hostile_model_gets_refusals_and_truncation_and_writes_nothing(server, llm):
+    llm.scripts["talker"] = [
+        _call("DELETE FROM orders"),
+        _call("SELECT * FROM salaries"),
+        _call("SELECT pg_read_file('/etc/passwd')"),
+        _call("SELECT a.id FROM orders a, orders b, orders c, orders d, orders e"),
+        _say("done")]
+    answer = _complete(server, "talker", "Do harm")
+    assert answer.status_code == 200, answer.text
+    ran = answer.json()["message"]["statements"]
+    assert "error" in ran[0]
+    assert "This skill reads only orders in pg" in ran[1]["error"]
+    assert "pg_read_file" in ran[2]["error"]
+    assert ran[3]["rows"] == 10 and ran[3]["truncated"] is True  # 24 M rows: cut
+    with _pg(PG_DB) as conn:
+        assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 30
+
+
+def test_a_model_that_loops_stops_at_the_step_limit(server, llm):
+    llm.scripts["talker"] = [_call("SELECT 1")]
+    answer = _complete(server, "talker", "Loop")
+    assert answer.status_code == 502
+    assert answer.headers["Content-Type"] == "application/problem+json"
+    assert "within 8 steps" in answer.json()["detail"]
+
+
+def test_completion_errors_are_problems_without_the_key(server, llm):
+    none = _complete(server, "analyst", "Hi")
+    assert none.status_code == 422
+    assert "QUARRY_LLM_BASE_URL" in none.json()["detail"]
+    down = _complete(server, "unreachable", "Hi")
+    assert down.status_code == 502
+    assert "http://127.0.0.1:9/v1" in down.json()["detail"] and LLM_KEY not in down.text
+    missing = _complete(server, "nobody", "Hi")
+    assert missing.status_code == 404
+    empty = requests.post(server["url"] + "/api/projects/mindsdb/agents/talker/completions",
+                          headers={"X-Api-Key": server["tokens"]["bob"]}, timeout=10,
+                          json={"messages": []})
+    assert empty.status_code == 400
+
+
+def test_the_stream_sends_each_statement_then_the_answer(server, llm):
+    llm.scripts["talker"] = [_call("SELECT id FROM orders WHERE id = 7"), _say("Seven.")]
+    answer = _complete(server, "talker", "Order 7?", stream=True)
+    assert answer.status_code == 200
+    assert answer.headers["Content-Type"].startswith("text/event-stream")
+    events = [json.loads(line[len("data: "):]) for line in answer.text.splitlines()
+              if line.startswith("data: ")]
+    assert [e["type"] for e in events] == ["statement", "answer"]
+    assert events[0]["rows"] == 1 and events[1]["answer"] == "Seven."
