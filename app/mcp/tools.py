@@ -117,10 +117,9 @@ def tool_set(tools: dict[str, Tool], instructions: str) -> ToolSet:
 def table_result(table: dict[str, Any]) -> types.CallToolResult:
     """A table as an MCP result: structured, and as JSON text for clients that read text."""
     # Through the SQL endpoint's encoder: dates, decimals and bytes come out as there.
-    plain = orjson.loads(dumps(table))
-    return types.CallToolResult(content=[types.TextContent(type="text",
-                                                           text=orjson.dumps(plain).decode())],
-                                structured_content=plain)
+    encoded = dumps(table)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=encoded.decode())],
+                                structured_content=orjson.loads(encoded))
 
 
 def error_result(message: str) -> types.CallToolResult:

@@ -421,6 +421,7 @@ def llm(server):
         assert LLM_KEY not in made.text  # write-only, as other secrets
     yield model
     model.httpd.shutdown()
+    model.httpd.server_close()
 
 
 def _complete(server, agent: str, question: str, user: str = "bob", stream: bool = False):
