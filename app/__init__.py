@@ -23,6 +23,7 @@ from .errors import register_error_handlers
 from .extensions import db, init_migrations, release_session
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
+from .mcp.completions import init_completions
 from .ops import init_ops
 from .security import init_auth
 from .services.audit import init_audit
@@ -97,6 +98,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         init_celery(app)
     init_queries(app)
     init_audit(app)
+    init_completions(app)
     check_store(app)
     register_blueprints(app, openapi)
     register_console(app)

@@ -23,9 +23,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import current_app
+from flask import Flask, current_app
 
 from ..errors import QuarryError, Unprocessable
+from ..mindsdb.agent_answers import ANSWER_KEY
 from ..services import agents as agent_service
 from .agent import tool_set_of
 from .protocol import ToolSet
@@ -205,3 +206,8 @@ def complete(project: str, agent_name: str, messages: list[dict[str, Any]]) -> C
             return Completion(event["answer"], event["statements"], len(ran))
         ran.append(event)
     raise AssertionError("the loop ends with an answer or an error")  # pragma: no cover
+
+
+def init_completions(app: Flask) -> None:
+    """Let SQL (``SELECT answer FROM p.agent WHERE question = …``) reach the loop."""
+    app.extensions[ANSWER_KEY] = complete

@@ -30,7 +30,7 @@ from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.sources import SourceRegistry
-from . import databases, grants, predictions, statements, tables, unsupported
+from . import agent_answers, databases, grants, predictions, statements, tables, unsupported
 from .context import Context
 from .parser import mindsdb_leading_tokens, parse_mindsdb, parse_sql
 
@@ -116,6 +116,9 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
     if model is None:
+        answered = agent_answers.answer_statement(statement, project, name, alias, ctx)
+        if answered is not None:
+            return answered
         unsupported.refuse_table(name)  # p.jobs, p.knowledge_bases …
         return None
     return predictions.predict_from_literals(statement, project, model, ctx)

@@ -503,3 +503,23 @@ def test_the_stream_sends_each_statement_then_the_answer(server, llm):
               if line.startswith("data: ")]
     assert [e["type"] for e in events] == ["statement", "answer"]
     assert events[0]["rows"] == 1 and events[1]["answer"] == "Seven."
+
+
+def test_an_agent_answers_in_sql(server, llm):
+    llm.scripts["talker"] = [_call("SELECT max(id) AS top FROM orders"), _say("Order 30.")]
+
+    def sql(query: str) -> dict:
+        return requests.post(server["url"] + "/api/sql/query", timeout=60,
+                             headers={"X-Api-Key": server["tokens"]["bob"]},
+                             json={"query": query}).json()
+    answer = sql("SELECT answer, statements FROM mindsdb.talker WHERE question = 'Last order?'")
+    assert answer["type"] == "table", answer
+    assert answer["column_names"] == ["answer", "statements"]
+    text, ran = answer["data"][0]
+    assert text == "Order 30."
+    assert json.loads(ran) == [{"tool": "query_orders_sql", "rows": 1, "truncated": False,
+                                "query": "SELECT max(id) AS top FROM orders"}]
+    no_endpoint = sql("SELECT answer FROM mindsdb.analyst WHERE question = 'Hi'")
+    assert no_endpoint["type"] == "error" and "No model endpoint" in no_endpoint["error_message"]
+    no_question = sql("SELECT answer FROM mindsdb.talker")
+    assert no_question["type"] == "error" and "WHERE question" in no_question["error_message"]
