@@ -16,7 +16,7 @@ blp = Blueprint("completions", __name__,
 @blp.route("/completions", methods=["POST"])
 @blp.arguments(CompletionIn)
 @blp.response(200, CompletionOut)
-@blp.problems(404, 422)
+@blp.problems(404, 422, 502)
 def complete_agent(body, project, agent_name):
     """Answer the last question; the answer carries the statements the agent ran."""
     done = service.complete(project, agent_name, body["messages"])
@@ -26,8 +26,9 @@ def complete_agent(body, project, agent_name):
 
 @blp.route("/completions/stream", methods=["POST"])
 @blp.arguments(CompletionIn)
-@blp.doc_response(200, {"type": "string", "description": "text/event-stream: one event per "
-                        "statement run, then the answer (or an error)"})
+@blp.alt_response(200, schema={"type": "string"}, content_type="text/event-stream",
+                  success=True, description="One event per statement run, then the answer "
+                                            "(or an error)")
 @blp.problems(404, 422)
 def stream_agent_completion(body, project, agent_name):
     """The same loop as server-sent events, as each statement runs."""

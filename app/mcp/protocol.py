@@ -44,18 +44,19 @@ class ToolSet:
     instructions: str
 
 
-def handle(payload: Any, version_header: str | None, tools: ToolSet,
-           server_version: str) -> Reply:
-    """Answer one POSTed JSON-RPC message (or a batch of them, as 2025-03-26 allows)."""
-    if version_header and version_header not in HANDSHAKE_PROTOCOL_VERSIONS \
-            and not _is_discover(payload):
-        # The transport's rule: a revision the server does not speak is a 400.
-        return Reply(400, _error(None, types.INVALID_REQUEST,
-                                 f"Unsupported {VERSION_HEADER}: {version_header[:40]!r}; "
-                                 f"supported: {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}"))
+def version_problem(header: str | None, payload: Any) -> str | None:
+    """Why the ``MCP-Protocol-Version`` header is refused (400), or None. The transport's
+    rule: a revision the server does not speak is refused; ``server/discover`` (the 2026
+    probe) is let through, to be answered with the revisions there are."""
+    if not header or header in HANDSHAKE_PROTOCOL_VERSIONS or _is_discover(payload):
+        return None
+    return (f"Unsupported {VERSION_HEADER}: {header[:40]!r}; supported: "
+            f"{', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}")
+
+
+def handle(payload: dict[str, Any] | list[Any], tools: ToolSet, server_version: str) -> Reply:
+    """Answer one POSTed JSON-RPC message, or a batch of them (as 2025-03-26 allows)."""
     if isinstance(payload, list):
-        if not payload:
-            return Reply(400, _error(None, types.INVALID_REQUEST, "Empty batch"))
         answers = [a for a in (_one(m, tools, server_version) for m in payload) if a is not None]
         return Reply(200, answers) if answers else Reply(202)
     answer = _one(payload, tools, server_version)
@@ -149,7 +150,3 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[s
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
-
-def parse_error(detail: str) -> dict[str, Any]:
-    """The answer to a body that is not JSON."""
-    return _error(None, types.PARSE_ERROR, f"Parse error: {detail[:200]}")

@@ -183,11 +183,21 @@ def test_an_unknown_revision_gets_the_newest_and_a_get_is_refused(server):
                                headers={**headers, "MCP-Protocol-Version": "1999-01-01"},
                                json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
     assert bad_header.status_code == 400
-    assert "1999-01-01" in bad_header.json()["error"]["message"]
+    assert bad_header.headers["Content-Type"] == "application/problem+json"
+    assert "1999-01-01" in bad_header.json()["detail"]
     assert requests.get(server["url"] + "/mcp", headers=headers, timeout=10).status_code == 405
     broken = requests.post(server["url"] + "/mcp", headers=headers, data=b"{not json",
                            timeout=10)
-    assert broken.status_code == 400 and broken.json()["error"]["code"] == -32700
+    assert broken.status_code == 400 and broken.json()["title"] == "Invalid JSON"
+    for body in ("5", "[]", '"text"'):
+        refused = requests.post(server["url"] + "/mcp", headers=headers, data=body, timeout=10)
+        assert refused.status_code == 400 and refused.json()["title"] == "Not JSON-RPC"
+    batch = requests.post(server["url"] + "/mcp", headers=headers, timeout=10, json=[
+        {"jsonrpc": "2.0", "id": 7, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 8, "method": "nope"}])
+    assert [a["id"] for a in batch.json()] == [7, 8]
+    assert batch.json()[1]["error"]["code"] == -32601
 
 
 def test_without_credentials_401(server):
