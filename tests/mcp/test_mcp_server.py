@@ -533,3 +533,26 @@ def test_an_agent_answers_in_sql(server, llm):
     assert no_endpoint["type"] == "error" and "No model endpoint" in no_endpoint["error_message"]
     no_question = sql("SELECT answer FROM mindsdb.talker")
     assert no_question["type"] == "error" and "WHERE question" in no_question["error_message"]
+
+
+@pytest.mark.skipif(not os.environ.get("QUARRY_TEST_LLM_URL"),
+                    reason="set QUARRY_TEST_LLM_URL (an OpenAI-compatible …/v1 with tool calls) "
+                           "and QUARRY_TEST_LLM_MODEL to run against a real model")
+def test_a_real_model_answers_from_the_data(server):
+    admin = {"X-Api-Key": server["tokens"]["alice"]}
+    made = requests.post(server["url"] + "/api/projects/mindsdb/agents", headers=admin,
+                         timeout=30, json={"agent": {
+                             "name": "real_model", "model_name": "m", "skills": ["orders_sql"],
+                             "model": {"base_url": os.environ["QUARRY_TEST_LLM_URL"],
+                                       "model_name": os.environ.get("QUARRY_TEST_LLM_MODEL",
+                                                                    ""),
+                                       "api_key": os.environ.get("QUARRY_TEST_LLM_KEY", "")}}})
+    assert made.status_code == 201, made.text
+    answer = _complete(server, "real_model", "How many orders are there? Use the tool to "
+                       "count the rows of the orders table, then answer with the number.")
+    assert answer.status_code == 200, answer.text
+    message = answer.json()["message"]
+    assert any(s.get("rows") for s in message["statements"]), message
+    assert "30" in message["content"]
+    with _pg(PG_DB) as conn:
+        assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 30
