@@ -60,8 +60,7 @@ class Endpoint:
             with urllib.request.urlopen(request, timeout=max(timeout_s, 0.1)) as response:
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode("utf-8", "replace")
-            raise self._failed(f"answered HTTP {exc.code}: {detail}") from None
+            raise self._failed(f"answered HTTP {exc.code}{_error_message(exc)}") from None
         except TimeoutError:
             raise self._failed("did not answer in time") from None
         except (urllib.error.URLError, OSError) as exc:
@@ -78,6 +77,17 @@ class Endpoint:
         # Named by its URL and model: the key stays out of every message.
         return ModelEndpointFailed(f"The model endpoint {self.base_url} (model {self.model}) "
                                    f"{what}")
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    """The ``error.message`` of an OpenAI-style error answer, if it is one. Nothing else of
+    the body is repeated: an agent's author chooses the URL, and an answer must not become a
+    way to read what another server on Quarry's network says."""
+    try:
+        message = json.loads(exc.read(64 * 1024))["error"]["message"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return ""
+    return f": {message[:200]}" if isinstance(message, str) else ""
 
 
 @dataclass

@@ -401,9 +401,11 @@ class ScriptedModel:
                 model.seen.append({"auth": self.headers.get("Authorization"), "body": body})
                 script = model.scripts[body["model"]]
                 message = script.pop(0) if len(script) > 1 else script[0]
-                payload = json.dumps({"id": "x", "object": "chat.completion", "choices": [
-                    {"index": 0, "message": message, "finish_reason": "stop"}]}).encode()
-                self.send_response(200)
+                status = message.get("status", 200)  # an error answer, as OpenAI's
+                payload = json.dumps({"error": message["error"]} if status != 200 else {
+                    "id": "x", "object": "chat.completion", "choices": [
+                        {"index": 0, "message": message, "finish_reason": "stop"}]}).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -496,6 +498,11 @@ def test_completion_errors_are_problems_without_the_key(server, llm):
     down = _complete(server, "unreachable", "Hi")
     assert down.status_code == 502
     assert "http://127.0.0.1:9/v1" in down.json()["detail"] and LLM_KEY not in down.text
+    llm.scripts["talker"] = [{"status": 503, "error": {"message": "model is loading"}}]
+    failing = _complete(server, "talker", "Hi")
+    assert failing.status_code == 502
+    assert failing.json()["detail"] == (f"The model endpoint {llm.url} (model talker) answered "
+                                        "HTTP 503: model is loading")
     missing = _complete(server, "nobody", "Hi")
     assert missing.status_code == 404
     empty = requests.post(server["url"] + "/api/projects/mindsdb/agents/talker/completions",
