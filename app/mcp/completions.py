@@ -129,10 +129,11 @@ def _conversation(view: dict[str, Any], messages: list[dict[str, Any]]
         "You answer questions about data. Use the tools to run SQL; answer from their "
         "results, briefly. Every statement is read-only.")
     chat: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
-    for message in messages:
+    for number, message in enumerate(messages, 1):
         if message.get("question"):
             chat.append({"role": "user", "content": str(message["question"])})
-        if message.get("answer"):
+        # Earlier turns carry their answers; the last one is the question being asked.
+        if message.get("answer") and number < len(messages):
             chat.append({"role": "assistant", "content": str(message["answer"])})
     return chat
 
@@ -150,6 +151,11 @@ def steps(project: str, agent_name: str, messages: list[dict[str, Any]]
     (422) is raised here, before the first event, so that a stream starts only when it
     can run."""
     view = agent_service.get_agent(project, agent_name)
+    if not (messages[-1].get("question") or "").strip():
+        raise Unprocessable("The last message must hold the question to answer: "
+                            "{\"question\": \"…\", \"answer\": null}",
+                            title="No question", errors={"messages": [
+                                "The last message must hold the question to answer."]})
     endpoint = endpoint_of(view)
     tool_set = tool_set_of(view, project)
     return _loop(endpoint, tool_set, _conversation(view, messages))

@@ -2,7 +2,7 @@
 ({"message": {"role", "content"}}, which mindsdb_sdk's ``agent.completion()`` reads), plus the
 statements the agent ran."""
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validates
+from marshmallow import EXCLUDE, Schema, fields, validate
 
 from .common import InputSchema
 
@@ -16,12 +16,9 @@ class MessageIn(Schema):
 
 
 class CompletionIn(InputSchema):
-    messages = fields.List(fields.Nested(MessageIn), required=True)
-
-    @validates("messages")
-    def _last_is_a_question(self, value, **_):
-        if not value or not (value[-1].get("question") or "").strip():
-            raise ValidationError("The last message must hold the question to answer.")
+    # The last one holds the question (a rule on the content: 422, in the service).
+    messages = fields.List(fields.Nested(MessageIn), required=True,
+                           validate=validate.Length(min=1))
 
 
 class StatementOut(Schema):

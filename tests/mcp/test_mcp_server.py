@@ -509,6 +509,17 @@ def test_completion_errors_are_problems_without_the_key(server, llm):
                           headers={"X-Api-Key": server["tokens"]["bob"]}, timeout=10,
                           json={"messages": []})
     assert empty.status_code == 400
+    llm.scripts["talker"] = [_say("Hello again.")]
+    answered = requests.post(server["url"] + "/api/projects/mindsdb/agents/talker/completions",
+                             headers={"X-Api-Key": server["tokens"]["bob"]}, timeout=10,
+                             json={"messages": [{"question": "Hi", "answer": "Hello"}]})
+    assert answered.status_code == 200  # the last one's question is asked (its answer ignored)
+    assert llm.seen[-1]["body"]["messages"][-1] == {"role": "user", "content": "Hi"}
+    no_question = requests.post(
+        server["url"] + "/api/projects/mindsdb/agents/talker/completions",
+        headers={"X-Api-Key": server["tokens"]["bob"]}, timeout=10,
+        json={"messages": [{"question": None, "answer": "Hello"}]})
+    assert no_question.status_code == 422 and no_question.json()["title"] == "No question"
 
 
 def test_the_stream_sends_each_statement_then_the_answer(server, llm):
