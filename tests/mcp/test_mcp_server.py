@@ -574,3 +574,12 @@ def test_a_real_model_answers_from_the_data(server):
     assert "30" in message["content"]
     with _pg(PG_DB) as conn:
         assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 30
+
+
+def test_an_admin_lists_the_columns_of_every_engine(server):
+    everything, maria, demo = asyncio.run(_calls(server, "alice", [
+        ("list_tables", {}), ("list_tables", {"database": "maria"}),
+        ("list_tables", {"database": "demo"})]))
+    assert _table(everything)["truncated"] is True  # QUARRY_MCP_MAX_ROWS=10 here
+    assert ["maria", MARIA_TABLE, "secret", "varchar"] in _table(maria)["rows"]
+    assert {r[0] for r in _table(demo)["rows"]} == {"demo"}  # the SQLite demo source
