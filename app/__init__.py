@@ -24,6 +24,7 @@ from .extensions import db, init_migrations, release_session
 from .federation.engine import init_engine
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
+from .mcp.completions import init_completions
 from .ops import init_ops
 from .security import init_auth
 from .services.audit import init_audit
@@ -99,6 +100,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_queries(app)
     init_engine(app)  # the federation engine; its DuckDB opens with the first such statement
     init_audit(app)
+    init_completions(app)
     check_store(app)
     register_blueprints(app, openapi)
     register_console(app)

@@ -80,6 +80,18 @@ SETTINGS: list[Setting] = [
     Setting("SQL_STREAM_MAX_ROWS", 10_000_000, int,
             "Most rows a streamed answer (response_format jsonlines, sse, csv, arrow) "
             "sends; 0: no limit"),
+    Setting("MCP_MAX_ROWS", 1000, int,
+            "Most rows an MCP tool result (and an agent's tool call) carries; more are cut "
+            "and flagged truncated"),
+    Setting("LLM_BASE_URL", "", str,
+            "OpenAI-compatible endpoint (…/v1) of agents that name none of their own, e.g. "
+            "Ollama's http://localhost:11434/v1"),
+    Setting("LLM_MODEL", "", str, "Model name sent to LLM_BASE_URL"),
+    Setting("LLM_API_KEY", "", str, "Bearer key sent to LLM_BASE_URL (empty: none)"),
+    Setting("AGENT_MAX_STEPS", 8, int,
+            "Most model calls one agent completion makes (each may run tools)"),
+    Setting("AGENT_TIMEOUT_S", 120.0, float,
+            "Time limit of one agent completion, model calls and statements together"),
     Setting("SQL_STREAM_TIMEOUT_S", 600.0, float,
             "Time limit of a streamed statement, for the whole stream, in seconds (a request "
             "may lower it)"),

@@ -5,7 +5,7 @@ Floors, top to bottom (DESIGN.md; docs/architecture.md explains each):
     5  factory   app (app/__init__.py: create_app wires everything together)
     4  entry     api, console, tasks, app.cli, app.auth_cli, app.databases_cli, app.security,
                  app.ops
-    3  adapter   mindsdb
+    3  adapter   mindsdb, mcp (MCP: a sibling adapter that may call mindsdb)
     2  service   services, schemas
     1  data      store, sql, ml, federation (above sql: it imports sql, never the reverse)
     0  base      config, errors, extensions, rules, lru, jsonio, malloc, telemetry
@@ -33,7 +33,7 @@ FLOORS = {
     "app": 5,
     "app.api": 4, "app.console": 4, "app.tasks": 4,
     "app.cli": 4, "app.auth_cli": 4, "app.databases_cli": 4, "app.security": 4, "app.ops": 4,
-    "app.mindsdb": 3,
+    "app.mindsdb": 3, "app.mcp": 3,
     "app.services": 2, "app.schemas": 2,
     "app.store": 1, "app.sql": 1, "app.ml": 1, "app.federation": 1,
     "app.config": 0, "app.errors": 0, "app.extensions": 0, "app.rules": 0, "app.lru": 0,
@@ -54,7 +54,7 @@ LAZY_IMPORTS = {
     ("app", "app.tasks"): "loads Celery only when a broker is configured",
 }
 # Third-party packages only some floors may use.
-CONFINED = {"mindsdb_sql_parser": ("app.mindsdb",)}
+CONFINED = {"mindsdb_sql_parser": ("app.mindsdb",), "mcp_types": ("app.mcp",)}
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ from . import (
     access,
     agents,
     auth,
+    completions,
     console,
     databases,
+    mcp,
     models,
     openapi,
     projects,
@@ -44,6 +46,8 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(unsupported.blp)
     api.register_blueprint(databases.blp)
     api.register_blueprint(console.blp)
+    api.register_blueprint(mcp.blp)
+    api.register_blueprint(completions.blp)
     # The published interface documents skills and agents without the /api prefix too:
     # the same blueprints (same handlers) registered a second time under another name.
     app.register_blueprint(skills.blp, url_prefix="/projects/<name:project>/skills",

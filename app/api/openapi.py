@@ -165,7 +165,8 @@ def _document_unprefixed(api: Api) -> None:
     """Add the unprefixed skill and agent paths to the OpenAPI document as well."""
     paths = api.spec._paths  # apispec keeps no public accessor for registered paths
     for path, operations in list(paths.items()):
-        if path.startswith("/api/projects/{project}/") and (
+        # Completions are served under /api only (as MindsDB serves them).
+        if path.startswith("/api/projects/{project}/") and "/completions" not in path and (
                 "/skills" in path or "/agent" in path):
             paths.setdefault(path.removeprefix("/api"), deepcopy(operations))
 

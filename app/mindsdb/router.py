@@ -30,7 +30,7 @@ from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.sources import SourceRegistry
-from . import databases, grants, predictions, statements, tables, unsupported
+from . import agent_answers, databases, grants, predictions, statements, tables, unsupported
 from .context import Context
 from .parser import NotParsed, mindsdb_leading_tokens, parse_mindsdb, parse_sql_cached
 
@@ -116,6 +116,9 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
     if model is None:
+        answered = agent_answers.answer_statement(statement, project, name, alias, ctx)
+        if answered is not None:
+            return answered
         unsupported.refuse_table(name)  # p.jobs, p.knowledge_bases …
         return None
     return predictions.predict_from_literals(statement, project, model, ctx)
@@ -180,3 +183,25 @@ def _join(statement: Select, join: Join, ctx: Context) -> dict[str, Any] | None:
         if model is not None:
             return predictions.predict_join(statement, other, model_side, found[0], model, ctx)
     return None
+
+
+# First words of a statement an AI may run through MCP or an agent: reads, and the data
+# writes the gate refuses itself (so that they get the SQL endpoint's own message).
+_READ_FIRST = {"SELECT", "SHOW", "DESCRIBE", "DESC", "WITH", "LPAREN", "EXPLAIN"}
+_DATA_WRITES = {"DELETE", "INSERT", "UPDATE", "REPLACE"}
+
+
+def refuse_changes(query: str) -> None:
+    """Refuse a statement that would change the service's own objects (CREATE, DROP, GRANT,
+    RETRAIN, SET …): through MCP and agents every statement is a read, whatever rights the
+    caller holds over projects."""
+    words = mindsdb_leading_tokens(query, 2)
+    if not words:
+        return  # empty or unreadable: the SQL path reports it as it does for everyone
+    first = words[0]
+    if first in _READ_FIRST or first in _DATA_WRITES and not (
+            first == "UPDATE" and len(words) > 1 and words[1] in _OWN_OBJECTS):
+        return
+    raise SqlError(ErrorCode.READ_ONLY,
+                   "Only statements that read (SELECT, SHOW, DESCRIBE) run here: an MCP "
+                   "client or an agent cannot create, change or drop anything")

@@ -61,3 +61,15 @@ def test_status_is_plain_json(client):
     body = response.get_json()
     assert set(body) >= {"version", "auth"}
     assert body["auth"] == {"required": False, "signed_in": False}
+
+
+def test_model_endpoint_down_502(client):
+    # Port 9 (discard) listens nowhere here: the connection is refused at once.
+    client.post("/api/projects/mindsdb/agents", json={"agent": {
+        "name": "down", "model": {"base_url": "http://127.0.0.1:9/v1", "model_name": "m",
+                                  "api_key": "sk-not-shown"}}})
+    response = client.post("/api/projects/mindsdb/agents/down/completions",
+                           json={"messages": [{"question": "Hi"}]})
+    body = assert_problem(response, 502, "http://127.0.0.1:9/v1")
+    assert "sk-not-shown" not in response.get_data(as_text=True)
+    assert body["title"] == "Model endpoint failed"

@@ -38,6 +38,7 @@ ADMIN_DELETE = (204, 403, 403, 403, 403, 401)
 ADMIN_READ = (200, 404, 404, 404, 404, 401)  # a private source: not shown to members
 NOT_SUPPORTED = (501, 501, 501, 501, 501, 401)
 NO_FILE = (404, 404, 404, 404, 404, 401)
+NO_ENDPOINT = (422, 422, 422, 422, 404, 401)
 
 
 @dataclass
@@ -48,6 +49,10 @@ class Case:
     query: dict[str, str] = field(default_factory=dict)
     # Run by the admin before each role's call (a fresh object for a delete, …).
     prepare: Callable[[Any, str], None] | None = None
+
+
+_PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+_QUESTION = {"messages": [{"question": "How many?", "answer": None}]}
 
 
 def _skill(name="s"):
@@ -204,6 +209,16 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
         ("console_api.delete_saved_query", "DELETE"): Case(
             (204, 204, 204, 204, 404, 401), f"/api/console/projects/p/saved/q_{tag}",
             prepare=_prepare_saved),
+        # MCP: any signed-in user (each tool then applies the caller's rights); an agent's
+        # tool set is read like the agent.
+        ("mcp.serve_mcp", "POST"): Case(SIGNED, "/mcp", _PING),
+        ("mcp.serve_agent_mcp", "POST"): Case(READ, "/mcp/projects/p/agents/a", _PING),
+        # Agent "a" names no model endpoint (and QUARRY_LLM_BASE_URL is not set): 422 to
+        # whoever may read it.
+        ("completions.complete_agent", "POST"): Case(NO_ENDPOINT, f"{P}/agents/a/completions",
+                                                     _QUESTION),
+        ("completions.stream_agent_completion", "POST"): Case(
+            NO_ENDPOINT, f"{P}/agents/a/completions/stream", _QUESTION),
     }
 
 
