@@ -157,6 +157,13 @@ def _insert(table: Any, columns: tuple[str, ...], prefix: str) -> Any:
     return table.insert().values({c: bindparam(prefix + c) for c in columns})
 
 
+_RECORD = _insert(_AUDIT, _AUDIT_COLUMNS, "a_").returning(_AUDIT.c.id)
+_HISTORY_ROW = _insert(_HISTORY, _HISTORY_COLUMNS, "h_")
+_FINISH_COLUMNS = ("row_count", "duration_ms", "outcome", "at")
+_FINISH = (update(_AUDIT).where(_AUDIT.c.id == bindparam("a_id"))
+           .values({c: bindparam("a_" + c) for c in _FINISH_COLUMNS}).returning(_AUDIT.c.id))
+
+
 def _trim(keep: int) -> Any:
     """Delete the user's history rows but the newest ``keep`` (``h_user_key``)."""
     cutoff = (select(_HISTORY.c.id).where(_HISTORY.c.user_key == bindparam("h_user_key"))
@@ -191,6 +198,7 @@ class StatementLog:
         self._engine = engine
         self._retention_days = retention_days
         self._sync_commit = sync_commit
+        self._built: dict[tuple[Any, ...], Any] = {}
         self._combined = engine.dialect.name == "postgresql"
         self._pruned_at: float | None = None
         self._prune_lock = threading.Lock()
@@ -203,7 +211,7 @@ class StatementLog:
 
     def write(self, row: dict[str, Any], history: dict[str, Any] | None) -> int:
         params = _prefixed("a_", {c: row[c] for c in _AUDIT_COLUMNS})
-        record = _insert(_AUDIT, _AUDIT_COLUMNS, "a_").returning(_AUDIT.c.id)
+        record = _RECORD
         try:
             record_id = self._run(record, params, history)
         except DBAPIError as error:
@@ -218,10 +226,8 @@ class StatementLog:
 
     def finish(self, record_id: int, values: dict[str, Any],
                history: dict[str, Any] | None) -> None:
-        params = {"a_id": record_id, **_prefixed("a_", values)}
-        change = (update(_AUDIT).where(_AUDIT.c.id == bindparam("a_id"))
-                  .values({c: bindparam("a_" + c) for c in values})
-                  .returning(_AUDIT.c.id))
+        params = {"a_id": record_id, **_prefixed("a_", {c: values[c] for c in _FINISH_COLUMNS})}
+        change = _FINISH
         try:
             self._run(change, params, history)
         except SQLAlchemyError as error:
@@ -237,12 +243,15 @@ class StatementLog:
             params = {**params, **_prefixed("h_", history)}
         with self._connect() as conn:
             if self._combined:
-                return conn.execute(self._combined_statement(first, history, keep),
+                return conn.execute(self._combined_statement(first, history is not None, keep),
                                     params).scalar_one()
             return self._run_sqlite(conn, first, params, history, keep)
 
-    def _combined_statement(self, first: Any, history: dict[str, Any] | None,
-                            keep: int) -> Any:
+    def _combined_statement(self, first: Any, history: bool, keep: int) -> Any:
+        # Built once per shape: building one costs more than running it.
+        key = (first is _RECORD, history, keep)
+        if (found := self._built.get(key)) is not None:
+            return found
         written = first.cte("written")
         columns = [written.c.id]
         if not self._sync_commit:
@@ -250,12 +259,12 @@ class StatementLog:
             # at once, without waiting for the WAL's flush to disk (see StatementLog).
             columns.append(func.set_config("synchronous_commit", "off", True))
         statement = select(*columns)
-        if history is not None:
+        if history:
             # Every CTE sees the table as it was before the statement: the new row is not
             # among the rows the trim counts, so it keeps keep - 1 of the older ones.
-            statement = statement.add_cte(
-                _insert(_HISTORY, _HISTORY_COLUMNS, "h_").cte("added_history"),
-                _trim(keep - 1).cte("trimmed_history"))
+            statement = statement.add_cte(_HISTORY_ROW.cte("added_history"),
+                                          _trim(keep - 1).cte("trimmed_history"))
+        self._built[key] = statement
         return statement
 
     def _run_sqlite(self, conn: Connection, first: Any, params: dict[str, Any],
@@ -267,8 +276,8 @@ class StatementLog:
         try:
             record_id = conn.execute(first, params).scalar_one()
             if history is not None:
-                conn.execute(_insert(_HISTORY, _HISTORY_COLUMNS, "h_"), params)
-                conn.execute(_trim(keep), params)
+                conn.execute(_HISTORY_ROW, params)
+                conn.execute(self._trim(keep), params)
             conn.commit()
         except BaseException:
             if not self._sync_commit:
@@ -277,6 +286,11 @@ class StatementLog:
         if not self._sync_commit:
             conn.exec_driver_sql(f"PRAGMA synchronous={level}")
         return record_id
+
+    def _trim(self, keep: int) -> Any:
+        if (found := self._built.get(("trim", keep))) is None:
+            found = self._built[("trim", keep)] = _trim(keep)
+        return found
 
     def _prune_when_due(self) -> None:
         now = time.monotonic()
