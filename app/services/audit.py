@@ -202,6 +202,7 @@ class StatementLog:
         self._combined = engine.dialect.name == "postgresql"
         self._pruned_at: float | None = None
         self._prune_lock = threading.Lock()
+        self._pruner: threading.Thread | None = None
 
     def _connect(self) -> Connection:
         conn = self._engine.connect()
@@ -300,7 +301,16 @@ class StatementLog:
             if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY_S:
                 return
             self._pruned_at = now
-        threading.Thread(target=self._prune, name="quarry-audit-prune", daemon=True).start()
+            self._pruner = threading.Thread(target=self._prune, name="quarry-audit-prune",
+                                            daemon=True)
+            self._pruner.start()
+
+    def shutdown(self) -> None:
+        """Wait for a pruning under way (its connection goes back to the pool before the
+        pool is closed)."""
+        pruner = self._pruner
+        if pruner is not None and pruner.is_alive():
+            pruner.join(timeout=10)
 
     def _prune(self) -> None:
         cutoff = utcnow() - timedelta(days=self._retention_days)
