@@ -34,16 +34,18 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from flask import Flask, current_app, g, has_request_context
 from sqlalchemy import Connection, Engine, bindparam, delete, event, func, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..errors import Unprocessable
+from ..errors import Unprocessable, store_error_line
 from ..extensions import db
 from ..rules.secrets import mask
 from ..store import AuditRecord, ConsoleHistory
 from ..store.types import utcnow
+from .common import server_autocommit
 
 log = logging.getLogger(__name__)
 
@@ -205,22 +207,19 @@ class StatementLog:
         self._pruner: threading.Thread | None = None
 
     def _connect(self) -> Connection:
-        conn = self._engine.connect()
-        if self._combined:
-            return conn.execution_options(isolation_level="AUTOCOMMIT")
-        return conn
+        return self._engine.connect()
 
     def write(self, row: dict[str, Any], history: dict[str, Any] | None) -> int:
         params = _prefixed("a_", {c: row[c] for c in _AUDIT_COLUMNS})
         record = _RECORD
         try:
             record_id = self._run(record, params, history)
-        except DBAPIError as error:
-            if history is None or error.connection_invalidated or _unreachable(error):
+        except (DBAPIError, psycopg.Error) as error:
+            if history is None or _unreachable(error):
                 raise
             # The history row failed, not the store: the audit record alone, again.
             log.warning("audit: a history row could not be written (%s); the statement's "
-                        "record is written without it", type(error.orig).__name__)
+                        "record is written without it", store_error_line(error))
             record_id = self._run(record, params, None)
         self._prune_when_due()
         return record_id
@@ -231,7 +230,7 @@ class StatementLog:
         change = _FINISH
         try:
             self._run(change, params, history)
-        except SQLAlchemyError as error:
+        except (SQLAlchemyError, psycopg.Error) as error:
             # The answer has gone out already: its record keeps the outcome "streaming".
             log.warning("audit: the end of streamed statement %d could not be recorded: %s",
                         record_id, type(getattr(error, "orig", None) or error).__name__)
@@ -242,11 +241,23 @@ class StatementLog:
         keep = HISTORY_KEEP  # read now: a test narrows it
         if history is not None:
             params = {**params, **_prefixed("h_", history)}
+        if self._combined:
+            sql, defaults = self._driver_sql(first, history is not None, keep)
+            with server_autocommit() as conn:
+                return conn.execute(sql, {**defaults, **params}).fetchone()[0]
         with self._connect() as conn:
-            if self._combined:
-                return conn.execute(self._combined_statement(first, history is not None, keep),
-                                    params).scalar_one()
             return self._run_sqlite(conn, first, params, history, keep)
+
+    def _driver_sql(self, first: Any, history: bool, keep: int
+                    ) -> tuple[str, dict[str, Any]]:
+        """The combined statement as psycopg runs it, and the values of its own constants
+        (psycopg straight: see ``common.server_autocommit``)."""
+        key = ("sql", first is _RECORD, history, keep)
+        if (found := self._built.get(key)) is None:
+            compiled = self._combined_statement(first, history, keep).compile(
+                dialect=self._engine.dialect)
+            found = self._built[key] = (str(compiled), dict(compiled.params))
+        return found
 
     def _combined_statement(self, first: Any, history: bool, keep: int) -> Any:
         # Built once per shape: building one costs more than running it.
@@ -321,9 +332,12 @@ class StatementLog:
             log.warning("audit: pruning failed: %s", error)
 
 
-def _unreachable(error: DBAPIError) -> bool:
+def _unreachable(error: Exception) -> bool:
     """Whether a store error says the store cannot be used (not that a row was refused)."""
-    return isinstance(error, OperationalError | InterfaceError)
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    return isinstance(error, OperationalError | InterfaceError | psycopg.OperationalError
+                      | psycopg.InterfaceError)
 
 
 def _writer() -> StatementLog:

@@ -8,11 +8,12 @@ from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
+from flask import current_app
 from sqlalchemy import Delete
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
-from ..errors import ConcurrentUpdate, QuarryError
+from ..errors import OUTAGE_KEY, ConcurrentUpdate, QuarryError
 from ..extensions import db
 
 P = ParamSpec("P")
@@ -40,6 +41,9 @@ def server_autocommit() -> Iterator[Any]:
         conn.autocommit = True
         try:
             yield conn
+            outage = current_app.extensions.get(OUTAGE_KEY)
+            if outage is not None:
+                outage.answered()  # SQLAlchemy's event, which ends an outage, saw nothing
         finally:
             try:
                 conn.autocommit = False  # as the pool's other users expect it
