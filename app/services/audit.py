@@ -16,7 +16,8 @@ worker died before its end.
 
 The same write keeps each user's statement history (``console_history``, what the console
 lists): a statement run in a request adds its history row in the statement that writes its
-audit record, and trims the user's history to the newest HISTORY_KEEP. Should the history
+audit record, and every TRIM_EVERY-th one of a user trims the user's history to the newest
+HISTORY_KEEP (the console's list never shows more). Should the history
 row fail (it never should), the audit record is written again alone: the history never
 costs the audit log a record. With sign-in off, every caller is the one anonymous user ("").
 
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 
 # Each user keeps their newest statements in the history; older ones go as new ones come.
 HISTORY_KEEP = 1000
+# ... trimmed to that with every TRIM_EVERY-th statement of a user in a process; the console's
+# list never shows more than HISTORY_KEEP.
+TRIM_EVERY = 16
 KINDS = ("sql", "project", "model", "skill", "agent", "database", "user", "token", "grant")
 _PRUNE_EVERY_S = 3600.0
 MAX_LIMIT = 1000
@@ -201,6 +205,7 @@ class StatementLog:
         self._retention_days = retention_days
         self._sync_commit = sync_commit
         self._built: dict[tuple[Any, ...], Any] = {}
+        self._untrimmed: dict[str, int] = {}  # per user key: rows since the last trim
         self._combined = engine.dialect.name == "postgresql"
         self._pruned_at: float | None = None
         self._prune_lock = threading.Lock()
@@ -238,7 +243,10 @@ class StatementLog:
     def _run(self, first: Any, params: dict[str, Any], history: dict[str, Any] | None
              ) -> int:
         """``first`` (returning the record's id), then the history row and the trim."""
-        keep = HISTORY_KEEP  # read now: a test narrows it
+        # The history is trimmed with every TRIM_EVERY-th row of a user (in this process):
+        # the trim reads the user's newest HISTORY_KEEP rows, several times the cost of the
+        # rest of the write. Read now: a test narrows HISTORY_KEEP.
+        keep = HISTORY_KEEP if history is not None and self._trim_due(history) else None
         if history is not None:
             params = {**params, **_prefixed("h_", history)}
         if self._combined:
@@ -248,7 +256,13 @@ class StatementLog:
         with self._connect() as conn:
             return self._run_sqlite(conn, first, params, history, keep)
 
-    def _driver_sql(self, first: Any, history: bool, keep: int
+    def _trim_due(self, history: dict[str, Any]) -> bool:
+        # A race between two threads only moves a trim by a row or two.
+        count = self._untrimmed.get(history["user_key"], 0)
+        self._untrimmed[history["user_key"]] = (count + 1) % TRIM_EVERY
+        return count == 0
+
+    def _driver_sql(self, first: Any, history: bool, keep: int | None
                     ) -> tuple[str, dict[str, Any]]:
         """The combined statement as psycopg runs it, and the values of its own constants
         (psycopg straight: see ``common.server_autocommit``)."""
@@ -259,7 +273,7 @@ class StatementLog:
             found = self._built[key] = (str(compiled), dict(compiled.params))
         return found
 
-    def _combined_statement(self, first: Any, history: bool, keep: int) -> Any:
+    def _combined_statement(self, first: Any, history: bool, keep: int | None) -> Any:
         # Built once per shape: building one costs more than running it.
         key = (first is _RECORD, history, keep)
         if (found := self._built.get(key)) is not None:
@@ -272,15 +286,16 @@ class StatementLog:
             columns.append(func.set_config("synchronous_commit", "off", True))
         statement = select(*columns)
         if history:
+            statement = statement.add_cte(_HISTORY_ROW.cte("added_history"))
+        if history and keep is not None:
             # Every CTE sees the table as it was before the statement: the new row is not
             # among the rows the trim counts, so it keeps keep - 1 of the older ones.
-            statement = statement.add_cte(_HISTORY_ROW.cte("added_history"),
-                                          _trim(keep - 1).cte("trimmed_history"))
+            statement = statement.add_cte(_trim(keep - 1).cte("trimmed_history"))
         self._built[key] = statement
         return statement
 
     def _run_sqlite(self, conn: Connection, first: Any, params: dict[str, Any],
-                    history: dict[str, Any] | None, keep: int) -> int:
+                    history: dict[str, Any] | None, keep: int | None) -> int:
         if not self._sync_commit:
             # Per connection, outside a transaction: NORMAL for this write, then back.
             level = int(conn.exec_driver_sql("PRAGMA synchronous").scalar())
@@ -289,6 +304,7 @@ class StatementLog:
             record_id = conn.execute(first, params).scalar_one()
             if history is not None:
                 conn.execute(_HISTORY_ROW, params)
+            if history is not None and keep is not None:
                 conn.execute(self._trim(keep), params)
             conn.commit()
         except BaseException:

@@ -129,7 +129,9 @@ def list_history(search: str | None = None, limit: int = 100) -> list[dict[str, 
         query = query.where(or_(func.lower(ConsoleHistory.statement).like(pattern, escape="\\"),
                                 func.lower(ConsoleHistory.error_message)
                                 .like(pattern, escape="\\")))
-    rows = db.session.scalars(query.order_by(ConsoleHistory.id.desc()).limit(limit))
+    # Rows beyond the newest HISTORY_KEEP wait for the next trim (audit.TRIM_EVERY).
+    rows = db.session.scalars(query.order_by(ConsoleHistory.id.desc())
+                              .limit(min(limit, audit.HISTORY_KEEP)))
     return [history_view(row) for row in rows]
 
 
