@@ -19,7 +19,7 @@ from .api.openapi import openapi
 from .cli import register_cli
 from .config import VERSION, load_settings
 from .console import register_console
-from .errors import register_error_handlers
+from .errors import OUTAGE_KEY, StoreOutage, register_error_handlers
 from .extensions import db, init_migrations, release_session
 from .federation.engine import init_engine
 from .jsonio import JSONProvider
@@ -85,6 +85,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     openapi.init_app(app)
     with app.app_context():
         _tune_store_engine(db.engine)
+        # Any statement that succeeds on the store ends an outage (see StoreOutage).
+        outage = app.extensions[OUTAGE_KEY] = StoreOutage()
+        event.listen(db.engine, "after_cursor_execute", outage.answered)
     register_error_handlers(app)
     # Request id first, then the sign-in guard: a refused request still carries its id.
     init_ops(app)

@@ -142,6 +142,10 @@ SETTINGS: list[Setting] = [
             "Window, in seconds, over which failed sign-ins are counted"),
     Setting("AUDIT_RETENTION_DAYS", 90, int,
             "Days the audit log keeps a record (pruned hourly and by flask audit prune)"),
+    Setting("AUDIT_SYNC_COMMIT", False, bool,
+            "Wait for the store's flush to disk of each SQL statement's audit record before "
+            "answering (off: committed and visible before the answer, lost only if the "
+            "store's own server crashes at once)"),
     Setting("METRICS_ALLOW", "127.0.0.1/8,::1", str,
             "Addresses or CIDRs (comma-separated) that may read /metrics and "
             "/api/util/readiness without signing in; others need an admin's sign-in"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -291,7 +292,7 @@ def summarise(errors: dict, prefix: str = "") -> str:
 
 def _from_store_error(error: sa_exc.DBAPIError) -> Response:
     # Only connection trouble is the store being down; anything else is a bug (500).
-    release_session()  # a rollback here could fail too: on a dead connection
+    release_session(quiet=True)  # a rollback here could fail too: on a dead connection
     if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError) \
             or error.connection_invalidated:
         return _store_unavailable(error)
@@ -306,9 +307,52 @@ STORE_UNAVAILABLE_ERRORS = (sa_exc.DisconnectionError, sa_exc.TimeoutError,
                             sqlite3.OperationalError, sqlite3.InterfaceError)
 
 
+def store_error_line(error: BaseException) -> str:
+    """A store error in one line: its kind (the driver's class) and the first line of its
+    message (a driver's message may go on with hints on further lines)."""
+    cause = getattr(error, "orig", None) or error
+    kind = type(cause).__module__.split(".")[0] + "." + type(cause).__qualname__
+    text = str(cause).strip().splitlines()
+    return f"{kind}: {shown(text[0], 200)}" if text else kind
+
+
+OUTAGE_KEY = "quarry.store_outage"
+
+
+class StoreOutage:
+    """Whether this process is in an outage of the metadata store: from a request that
+    failed for it until a statement succeeds on the store again.
+
+    An outage is expected (a restart, a failover), and each failed request would otherwise
+    write a traceback to the log: the first failure of an outage is logged with its
+    traceback, every later one as one line naming the error's kind.
+    """
+
+    def __init__(self) -> None:
+        self._down = False
+        self._lock = threading.Lock()
+
+    def failed(self) -> bool:
+        """Note a failure; whether it is the first of an outage."""
+        with self._lock:
+            first, self._down = not self._down, True
+        return first
+
+    def answered(self, *_args: Any) -> None:
+        """A statement succeeded on the store (an engine event: a read, then no lock)."""
+        if self._down:
+            self._down = False
+
+
 def _store_unavailable(error: Exception) -> Response:
-    release_session()
-    log.error("metadata store unavailable: %s", getattr(error, "orig", None) or error)
+    release_session(quiet=True)
+    outage = current_app.extensions.get(OUTAGE_KEY)
+    if outage is None or outage.failed():
+        log.error("metadata store unavailable: %s (the first failure of this outage, with "
+                  "its traceback; later ones get one line each until the store answers again)",
+                  store_error_line(error), exc_info=error)
+    else:
+        log.error("metadata store unavailable: %s", store_error_line(error))
     if isinstance(error, sa_exc.TimeoutError):
         detail = "The metadata store has no free connection (too many requests at once)"
     else:
@@ -323,7 +367,7 @@ def _from_unexpected(error: Exception) -> Response:
 
 def _from_deleted_row(error: orm_exc.ObjectDeletedError) -> Response:
     # A row another request deleted while this one was using it.
-    release_session()
+    release_session(quiet=True)
     return problem(409, "Conflict", "The object was deleted by another request while this one "
                    "used it; read it again")
 

@@ -90,7 +90,12 @@ class _DbCommandsOnUse(click.Group):
         return group.make_context(info_name, args, parent=parent, **extra)
 
 
-def release_session(_error: BaseException | None = None) -> None:
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def release_session(_error: BaseException | None = None, *, quiet: bool = False) -> None:
     """End the request's store session; never raises (a teardown and the error handlers).
 
     Closing a session rolls its transaction back. When the store dies mid-request that
@@ -99,17 +104,20 @@ def release_session(_error: BaseException | None = None) -> None:
     Rolling back first, here, closes the connection even when the rollback fails (a dead
     one is invalidated, never handed out again); what is left to remove cannot fail.
     The objects are let go first, as closing does, so they keep what they loaded (a
-    rollback would expire them).
+    rollback would expire them). ``quiet``: an error handler that logs the store's error
+    itself (one line per request in an outage), so these failures are logged at DEBUG.
     """
+    level = logging.DEBUG if quiet else logging.WARNING
     if not db.session.registry.has():
         return  # the request never used the store
     db.session.expunge_all()
     try:
         db.session.rollback()
     except Exception as error:  # noqa: BLE001 - the request's answer is already decided
-        log.warning("metadata store: rollback at the end of a request failed: %s", error)
+        log.log(level, "metadata store: rollback at the end of a request failed: %s",
+                _one_line(error))
     try:
         db.session.remove()
     except Exception as error:  # noqa: BLE001
-        log.warning("metadata store: closing the session failed: %s", error)
+        log.log(level, "metadata store: closing the session failed: %s", _one_line(error))
         db.session.registry.clear()

@@ -8,7 +8,8 @@ one thread each, so a request never waits for another):
 
 - **bare** — sign-in off, and the statements' audit record left out (``record_statement``
   made a no-op by ``bench/access_noaudit.py``): the floor;
-- **off** — sign-in off (the default), every statement queued for the audit log;
+- **off** — sign-in off (the default), every statement's audit record written before its
+  answer (one INSERT on the store);
 - **on** — sign-in required, called with the admin's token and with the member's.
 
 Requests go over one keep-alive connection per instance (``http.client``). The cases are

@@ -20,7 +20,7 @@ from ..sql.stream import TableStream, open_stream
 from ..telemetry import current_metrics
 from .router import service_statement
 
-__all__ = ["account_stream", "execute_sql", "error_body"]
+__all__ = ["account_stream", "execute_sql", "error_body", "record_stream_start"]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
         answer = error_body(exc, db)
     source = reached[0] if reached else None
     if isinstance(answer, TableStream):
-        return answer  # recorded as it ends (account_stream), with the rows that went out
+        return answer  # recorded before its first byte (record_stream_start) and as it ends
     _account(query, answer, source, time.perf_counter() - started, db)
     return answer
 
@@ -53,7 +53,7 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
 def _account(query: str, answer: dict[str, Any], source: str | None, seconds: float,
              db: str) -> None:
     """The statement's audit record, history row and metrics: who ran what, where, how it
-    ended."""
+    ended. Written before the answer goes out; a store error is raised (answered 503)."""
     kind = answer.get("type")
     failed = kind == "error"
     rows = len(answer["data"]) if isinstance(answer.get("data"), list) else None
@@ -70,9 +70,19 @@ def _account(query: str, answer: dict[str, Any], source: str | None, seconds: fl
                            history=history)
 
 
-def account_stream(query: str, stream: TableStream, context_db: str | None) -> None:
-    """Record a streamed statement as its stream ends: the rows that went out, the time from
-    its start to its last byte, and whether it reached its end (or its row limit)."""
+def record_stream_start(query: str, stream: TableStream) -> int:
+    """The audit record of a streamed statement, written before its first byte (outcome
+    ``streaming``, no rows yet); its id. A store error is raised: the stream is not sent."""
+    seconds = time.monotonic() - stream.statement.started
+    return audit.record_statement(query, stream.source.name, None, seconds * 1000.0,
+                                  audit.STREAMING, None)
+
+
+def account_stream(query: str, stream: TableStream, context_db: str | None,
+                   record_id: int) -> None:
+    """Complete a streamed statement's record as its stream ends: the rows that went out,
+    the time from its start to its last byte, and whether it reached its end (or its row
+    limit); its history row and metrics."""
     statement = stream.statement
     seconds = time.monotonic() - statement.started
     finished = stream.complete or stream.truncated
@@ -85,8 +95,8 @@ def account_stream(query: str, stream: TableStream, context_db: str | None) -> N
     else:
         history.update(outcome="error", error_message="The stream stopped before the last "
                        f"row ({rows} rows went out): cancelled, failed or left by the client")
-    audit.record_statement(query, stream.source.name, rows, seconds * 1000.0,
-                           "ok" if finished else "error", None, history=history)
+    audit.finish_statement(record_id, rows, seconds * 1000.0, "ok" if finished else "error",
+                           history=history, statement=query)
 
 
 def _service_statement(query: str, db: str, params: dict[str, Any] | None

@@ -18,7 +18,7 @@ from ..sql.errors import ErrorCode, SqlError
 from ..sql.formats import arrow_stream, csv_stream, jsonlines, sse
 from ..sql.running import Statement
 from ..sql.stream import TableStream
-from .dispatch import account_stream, error_body, execute_sql
+from .dispatch import account_stream, error_body, execute_sql, record_stream_start
 
 # SELECT query_cancel('<id>') (MindsDB's function), alone in its statement.
 _CANCEL_CALL = re.compile(r"\s*select\s+query_cancel\s*\(\s*(['\"]?)([A-Za-z0-9_-]{1,64})\1"
@@ -31,8 +31,9 @@ class Answer:
 
     def __init__(self, statement: Statement, body: dict[str, Any] | None = None,
                  stream: TableStream | None = None, context: dict[str, Any] | None = None,
-                 query: str = "") -> None:
+                 query: str = "", record_id: int | None = None) -> None:
         self.statement = statement
+        self.record_id = record_id  # a stream's audit record, completed as it ends
         self.query = query  # as the caller wrote it (the statement keeps the gated text)
         self.body = body
         self.stream = stream
@@ -59,11 +60,16 @@ def run_query(query: str, context_db: str | None, params: dict[str, Any] | None,
         result = execute_sql(query, context_db, params, timeout_s=timeout_s,
                              statement=statement, stream=statement.streamed)
         if isinstance(result, TableStream):
+            try:
+                record_id = record_stream_start(query, result)
+            except BaseException:
+                result.close()  # no record, no stream
+                raise
             registry.register(statement)
             streamed = True
             return Answer(statement, stream=result,
                           context={"db": result.source.name or context_db or DEFAULT_PROJECT},
-                          query=query)
+                          query=query, record_id=record_id)
         return Answer(statement, result)
     finally:
         if not streamed:
@@ -102,4 +108,5 @@ def stream_body(answer: Answer) -> Iterator[bytes]:
             stream.close()
         finally:
             running().end(answer.statement)
-            account_stream(answer.query, stream, answer.context.get("db"))
+            assert answer.record_id is not None
+            account_stream(answer.query, stream, answer.context.get("db"), answer.record_id)

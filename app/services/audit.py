@@ -2,52 +2,64 @@
 
 A change's record is added to the session of the change itself, before the service commits:
 the two land together or not at all. A statement's record has no change to travel with (a
-read changes nothing in the store), and a commit of its own would cost a read many times its
-own time (an fsync: about 10 ms on SQLite against 1 ms for SELECT 1). So statements' records
-are queued in the process and written in batches, by one thread, every half second (and at
-exit, and before this process reads the log): a record reaches the store within about a
-second, or is lost with its process if that is killed outright.
-Old records are pruned by age (AUDIT_RETENTION_DAYS): ``flask audit prune``, and at most
-once an hour by that writer thread.
+read changes nothing in the store), so it is written by itself, after the statement ran and
+before its answer is sent: one INSERT on a connection of its own, committed at once (on
+PostgreSQL a single autocommit statement, one round trip). An answer the client has seen is
+therefore in the log already, and stays there when the worker is killed the moment after.
+When the record cannot be written (the store is down), the statement is answered with 503
+instead of its result: nothing is answered unaudited.
 
-The same batches keep each user's statement history (``console_history``, what the console
-lists): a statement run in a request adds its history row to the queue with its audit
-record, and the writer writes both with the batch (the history in a transaction of its own,
-so that it never costs the audit log a record); nothing more is written on the request path.
-A user keeps their newest HISTORY_KEEP statements (trimmed by the writer after each batch).
-With sign-in off, every caller is the one anonymous user ("").
+A streamed answer is recorded before its first byte, with the outcome ``streaming`` and no
+row count; when the stream ends, the same record is updated with the rows that went out, the
+time to the last byte and ``ok`` or ``error``. A record left ``streaming`` is a stream whose
+worker died before its end.
+
+The same write keeps each user's statement history (``console_history``, what the console
+lists): a statement run in a request adds its history row in the statement that writes its
+audit record, and every TRIM_EVERY-th one of a user trims the user's history to the newest
+HISTORY_KEEP (the console's list never shows more). Should the history
+row fail (it never should), the audit record is written again alone: the history never
+costs the audit log a record. With sign-in off, every caller is the one anonymous user ("").
+
+Old records are pruned by age (AUDIT_RETENTION_DAYS): ``flask audit prune``, and at most once
+an hour per process, by a short-lived thread that the statement due to start it leaves
+behind (so no request waits for a large delete).
 """
 
 from __future__ import annotations
 
-import atexit
 import base64
 import logging
-import os
 import threading
 import time
-import weakref
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from flask import Flask, current_app, g, has_request_context
-from sqlalchemy import Connection, Engine, delete, event, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, Engine, bindparam, delete, event, func, select, update
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..errors import Unprocessable
+from ..errors import Unprocessable, store_error_line
 from ..extensions import db
 from ..rules.secrets import mask
 from ..store import AuditRecord, ConsoleHistory
 from ..store.types import utcnow
+from .common import server_autocommit
 
 log = logging.getLogger(__name__)
 
 # Each user keeps their newest statements in the history; older ones go as new ones come.
 HISTORY_KEEP = 1000
+# ... trimmed to that with every TRIM_EVERY-th statement of a user in a process; the console's
+# list never shows more than HISTORY_KEEP.
+TRIM_EVERY = 16
 KINDS = ("sql", "project", "model", "skill", "agent", "database", "user", "token", "grant")
 _PRUNE_EVERY_S = 3600.0
 MAX_LIMIT = 1000
+# The outcome of a streamed statement's record until its stream ends.
+STREAMING = "streaming"
 
 
 def _who() -> str | None:
@@ -91,28 +103,43 @@ def _listen_to_sessions() -> None:
 
 def record_statement(statement: str, source: str | None, row_count: int | None,
                      duration_ms: float, outcome: str, error_code: str | None, *,
-                     history: dict[str, Any] | None = None) -> None:
-    """Queue the record of one SQL statement for the writer thread.
+                     history: dict[str, Any] | None = None) -> int:
+    """Write the record of one SQL statement now; its id.
 
     ``history``: what the user's statement history keeps besides (``database``, the
     ``outcome`` as the console shows it, ``error_message``); only in a request, whose caller
-    owns the row.
+    owns the row. A store error is raised (the caller answers 503, not the statement).
     """
-    who = _who()
     row: dict[str, Any] = {
-        "at": utcnow(), "user_name": who, "kind": "sql", "action": "query",
+        "at": utcnow(), "user_name": _who(), "kind": "sql", "action": "query",
         "source": source, "statement": statement, "row_count": row_count,
         "duration_ms": round(duration_ms, 3), "outcome": outcome, "error_code": error_code}
-    if history is not None and has_request_context():
-        row[_HISTORY] = {
-            "user_key": history_user(), "statement": statement, "ran_at": row["at"],
-            "duration_ms": row["duration_ms"], "row_count": row_count,
-            # The context's db is the caller's text: cut to the column's size.
-            "database": (history.get("database") or None) and history["database"][:63],
-            "outcome": history["outcome"],
-            "error_code": int(error_code) if error_code and error_code.isdigit() else None,
-            "error_message": history.get("error_message")}
-    current_app.extensions[EXTENSION_KEY].add(row)
+    return _writer().write(row, _history_row(statement, row, history))
+
+
+def finish_statement(record_id: int, row_count: int | None, duration_ms: float,
+                     outcome: str, *, history: dict[str, Any] | None = None,
+                     statement: str = "") -> None:
+    """Complete the record of a streamed statement (written as ``streaming`` before its
+    first byte) with how it ended, and add its history row."""
+    values = {"row_count": row_count, "duration_ms": round(duration_ms, 3),
+              "outcome": outcome, "at": utcnow()}
+    _writer().finish(record_id, values, _history_row(statement, values, history))
+
+
+def _history_row(statement: str, row: dict[str, Any], history: dict[str, Any] | None
+                 ) -> dict[str, Any] | None:
+    if history is None or not has_request_context():
+        return None
+    code = row.get("error_code")
+    return {
+        "user_key": history_user(), "statement": statement, "ran_at": row["at"],
+        "duration_ms": row["duration_ms"], "row_count": row["row_count"],
+        # The context's db is the caller's text: cut to the column's size.
+        "database": (history.get("database") or None) and history["database"][:63],
+        "outcome": history["outcome"],
+        "error_code": int(code) if code and code.isdigit() else None,
+        "error_message": history.get("error_message")}
 
 
 def history_user() -> str:
@@ -122,129 +149,231 @@ def history_user() -> str:
     return actor.user_name.lower() if actor is not None else ""
 
 
-_HISTORY = "history"
-
-
 EXTENSION_KEY = "quarry.audit_log"
-_FLUSH_EVERY_S = 0.5
-_BATCH = 500
+_AUDIT = AuditRecord.__table__
+_HISTORY = ConsoleHistory.__table__
+_AUDIT_COLUMNS = ("at", "user_name", "kind", "action", "source", "statement", "row_count",
+                  "duration_ms", "outcome", "error_code")
+_HISTORY_COLUMNS = ("user_key", "statement", "ran_at", "duration_ms", "row_count", "database",
+                    "outcome", "error_code", "error_message")
+
+
+def _insert(table: Any, columns: tuple[str, ...], prefix: str) -> Any:
+    # Bound parameters named apart per table: one statement may carry both rows.
+    return table.insert().values({c: bindparam(prefix + c) for c in columns})
+
+
+_RECORD = _insert(_AUDIT, _AUDIT_COLUMNS, "a_").returning(_AUDIT.c.id)
+_HISTORY_ROW = _insert(_HISTORY, _HISTORY_COLUMNS, "h_")
+_FINISH_COLUMNS = ("row_count", "duration_ms", "outcome", "at")
+_FINISH = (update(_AUDIT).where(_AUDIT.c.id == bindparam("a_id"))
+           .values({c: bindparam("a_" + c) for c in _FINISH_COLUMNS}).returning(_AUDIT.c.id))
+
+
+def _trim(keep: int) -> Any:
+    """Delete the user's history rows but the newest ``keep`` (``h_user_key``)."""
+    cutoff = (select(_HISTORY.c.id).where(_HISTORY.c.user_key == bindparam("h_user_key"))
+              .order_by(_HISTORY.c.id.desc()).offset(keep).limit(1).scalar_subquery())
+    return delete(_HISTORY).where(_HISTORY.c.user_key == bindparam("h_user_key"),
+                                  _HISTORY.c.id <= cutoff)
+
+
+def _prefixed(prefix: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {prefix + k: v for k, v in values.items()}
 
 
 class StatementLog:
-    """The queue of statements' records and the thread that writes them in batches.
+    """Writes statements' records (and history rows) on connections of its own.
 
-    The thread starts with the first record of a process (so a gunicorn master that built
-    the app never runs one, and each forked worker starts its own).
+    On PostgreSQL each write is one statement in autocommit: the record, the history row
+    and the trim of the history as data-modifying CTEs of one INSERT (one round trip, one
+    commit). On SQLite, whose statements cost no round trip, the same three run in one
+    transaction.
+
+    The commit does not wait for the store to flush its log to disk (unless
+    AUDIT_SYNC_COMMIT): PostgreSQL's ``synchronous_commit = off`` for that one transaction,
+    SQLite's ``synchronous = NORMAL`` (in WAL mode) around it. That flush (an fsync) costs
+    4-15 ms on this machine, several times a SELECT 1. Without it the record is committed,
+    visible to every reader at once, and survives any crash of Quarry's processes (it is
+    in the store server's memory, or in the WAL file through the OS); only a crash of the
+    store's server or machine in the next fraction of a second could lose it. Changes and
+    their records keep the store's full durability.
     """
 
-    def __init__(self, engine: Engine, retention_days: int) -> None:
+    def __init__(self, engine: Engine, retention_days: int, sync_commit: bool = False) -> None:
         self._engine = engine
         self._retention_days = retention_days
-        self._rows: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pid: int | None = None
-        self._closed = False
-        self._pruned_at = 0.0
+        self._sync_commit = sync_commit
+        self._built: dict[tuple[Any, ...], Any] = {}
+        self._untrimmed: dict[str, int] = {}  # per user key: rows since the last trim
+        self._combined = engine.dialect.name == "postgresql"
+        self._pruned_at: float | None = None
+        self._prune_lock = threading.Lock()
+        self._pruner: threading.Thread | None = None
 
-    def add(self, row: dict[str, Any]) -> None:
-        with self._lock:
-            self._rows.append(row)
-            if self._pid != os.getpid():
-                self._pid, self._rows = os.getpid(), [row]  # rows of a parent stay there
-                self._thread = threading.Thread(target=self._run, name="quarry-audit",
-                                                daemon=True)
-                self._thread.start()
-            full = len(self._rows) >= _BATCH
-        if full:
-            self._wake.set()
+    def _connect(self) -> Connection:
+        return self._engine.connect()
 
-    def flush(self) -> None:
-        """Write every queued record now (with the history rows they carry)."""
-        with self._lock:
-            rows, self._rows = self._rows, []
-        if not rows:
-            return
-        history = [row.pop(_HISTORY) for row in rows if _HISTORY in row]
+    def write(self, row: dict[str, Any], history: dict[str, Any] | None) -> int:
+        params = _prefixed("a_", {c: row[c] for c in _AUDIT_COLUMNS})
+        record = _RECORD
         try:
-            with self._engine.begin() as conn:
-                conn.execute(AuditRecord.__table__.insert(), rows)
-        except SQLAlchemyError:
-            log.exception("audit: %d statement record(s) could not be written", len(rows))
-        if not history:
-            return
-        # A transaction of its own: whatever befalls the history never costs the audit log.
-        try:
-            with self._engine.begin() as conn:
-                conn.execute(ConsoleHistory.__table__.insert(), history)
-                for user_key in {h["user_key"] for h in history}:
-                    _trim_history(conn, user_key)
-        except SQLAlchemyError:
-            log.exception("audit: %d history row(s) could not be written", len(history))
+            record_id = self._run(record, params, history)
+        except (DBAPIError, psycopg.Error) as error:
+            if history is None or _unreachable(error):
+                raise
+            # The history row failed, not the store: the audit record alone, again.
+            log.warning("audit: a history row could not be written (%s); the statement's "
+                        "record is written without it", store_error_line(error))
+            record_id = self._run(record, params, None)
+        self._prune_when_due()
+        return record_id
 
-    def _run(self) -> None:
-        while not self._closed:
-            self._wake.wait(_FLUSH_EVERY_S)
-            self._wake.clear()
-            self.flush()
-            if time.monotonic() - self._pruned_at >= _PRUNE_EVERY_S:
-                self._pruned_at = time.monotonic()
-                self._prune()
+    def finish(self, record_id: int, values: dict[str, Any],
+               history: dict[str, Any] | None) -> None:
+        params = {"a_id": record_id, **_prefixed("a_", {c: values[c] for c in _FINISH_COLUMNS})}
+        change = _FINISH
+        try:
+            self._run(change, params, history)
+        except (SQLAlchemyError, psycopg.Error) as error:
+            # The answer has gone out already: its record keeps the outcome "streaming".
+            log.warning("audit: the end of streamed statement %d could not be recorded: %s",
+                        record_id, type(getattr(error, "orig", None) or error).__name__)
+
+    def _run(self, first: Any, params: dict[str, Any], history: dict[str, Any] | None
+             ) -> int:
+        """``first`` (returning the record's id), then the history row and the trim."""
+        # The history is trimmed with every TRIM_EVERY-th row of a user (in this process):
+        # the trim reads the user's newest HISTORY_KEEP rows, several times the cost of the
+        # rest of the write. Read now: a test narrows HISTORY_KEEP.
+        keep = HISTORY_KEEP if history is not None and self._trim_due(history) else None
+        if history is not None:
+            params = {**params, **_prefixed("h_", history)}
+        if self._combined:
+            sql, defaults = self._driver_sql(first, history is not None, keep)
+            with server_autocommit() as conn:
+                return conn.execute(sql, {**defaults, **params}).fetchone()[0]
+        with self._connect() as conn:
+            return self._run_sqlite(conn, first, params, history, keep)
+
+    def _trim_due(self, history: dict[str, Any]) -> bool:
+        # A race between two threads only moves a trim by a row or two.
+        count = self._untrimmed.get(history["user_key"], 0)
+        self._untrimmed[history["user_key"]] = (count + 1) % TRIM_EVERY
+        return count == 0
+
+    def _driver_sql(self, first: Any, history: bool, keep: int | None
+                    ) -> tuple[str, dict[str, Any]]:
+        """The combined statement as psycopg runs it, and the values of its own constants
+        (psycopg straight: see ``common.server_autocommit``)."""
+        key = ("sql", first is _RECORD, history, keep)
+        if (found := self._built.get(key)) is None:
+            compiled = self._combined_statement(first, history, keep).compile(
+                dialect=self._engine.dialect)
+            found = self._built[key] = (str(compiled), dict(compiled.params))
+        return found
+
+    def _combined_statement(self, first: Any, history: bool, keep: int | None) -> Any:
+        # Built once per shape: building one costs more than running it.
+        key = (first is _RECORD, history, keep)
+        if (found := self._built.get(key)) is not None:
+            return found
+        written = first.cte("written")
+        columns = [written.c.id]
+        if not self._sync_commit:
+            # For this statement's own (implicit) transaction only: committed and visible
+            # at once, without waiting for the WAL's flush to disk (see StatementLog).
+            columns.append(func.set_config("synchronous_commit", "off", True))
+        statement = select(*columns)
+        if history:
+            statement = statement.add_cte(_HISTORY_ROW.cte("added_history"))
+        if history and keep is not None:
+            # Every CTE sees the table as it was before the statement: the new row is not
+            # among the rows the trim counts, so it keeps keep - 1 of the older ones.
+            statement = statement.add_cte(_trim(keep - 1).cte("trimmed_history"))
+        self._built[key] = statement
+        return statement
+
+    def _run_sqlite(self, conn: Connection, first: Any, params: dict[str, Any],
+                    history: dict[str, Any] | None, keep: int | None) -> int:
+        if not self._sync_commit:
+            # Per connection, outside a transaction: NORMAL for this write, then back.
+            level = int(conn.exec_driver_sql("PRAGMA synchronous").scalar())
+            conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
+        try:
+            record_id = conn.execute(first, params).scalar_one()
+            if history is not None:
+                conn.execute(_HISTORY_ROW, params)
+            if history is not None and keep is not None:
+                conn.execute(self._trim(keep), params)
+            conn.commit()
+        except BaseException:
+            if not self._sync_commit:
+                conn.invalidate()  # closed, never reused with its level left at NORMAL
+            raise
+        if not self._sync_commit:
+            conn.exec_driver_sql(f"PRAGMA synchronous={level}")
+        return record_id
+
+    def _trim(self, keep: int) -> Any:
+        if (found := self._built.get(("trim", keep))) is None:
+            found = self._built[("trim", keep)] = _trim(keep)
+        return found
+
+    def _prune_when_due(self) -> None:
+        now = time.monotonic()
+        if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY_S:
+            return
+        with self._prune_lock:
+            if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY_S:
+                return
+            self._pruned_at = now
+            self._pruner = threading.Thread(target=self._prune, name="quarry-audit-prune",
+                                            daemon=True)
+            self._pruner.start()
+
+    def shutdown(self) -> None:
+        """Wait for a pruning under way (its connection goes back to the pool before the
+        pool is closed)."""
+        pruner = self._pruner
+        if pruner is not None and pruner.is_alive():
+            pruner.join(timeout=10)
 
     def _prune(self) -> None:
         cutoff = utcnow() - timedelta(days=self._retention_days)
         try:
             with self._engine.begin() as conn:
                 conn.execute(delete(AuditRecord).where(AuditRecord.at < cutoff))
-        except SQLAlchemyError:
-            log.exception("audit: pruning failed")
-
-    def shutdown(self) -> None:
-        self._closed = True
-        self._wake.set()
-        if self._thread is not None and self._pid == os.getpid():
-            self._thread.join(timeout=5)
-        self.flush()
+        except SQLAlchemyError as error:
+            log.warning("audit: pruning failed: %s", error)
 
 
-def _trim_history(conn: Connection, user_key: str) -> None:
-    """Forget a user's statements beyond the newest HISTORY_KEEP."""
-    table = ConsoleHistory.__table__
-    cutoff = conn.scalar(select(table.c.id).where(table.c.user_key == user_key)
-                         .order_by(table.c.id.desc()).offset(HISTORY_KEEP).limit(1))
-    if cutoff is not None:
-        conn.execute(delete(table).where(table.c.user_key == user_key, table.c.id <= cutoff))
+def _unreachable(error: Exception) -> bool:
+    """Whether a store error says the store cannot be used (not that a row was refused)."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    return isinstance(error, OperationalError | InterfaceError | psycopg.OperationalError
+                      | psycopg.InterfaceError)
+
+
+def _writer() -> StatementLog:
+    return current_app.extensions[EXTENSION_KEY]
 
 
 def init_audit(app: Flask) -> StatementLog:
-    """The app's statement log; written out at exit too."""
+    """The app's statement log."""
     with app.app_context():
         engine = db.engine
     _listen_to_sessions()
-    statement_log = StatementLog(engine, app.config["AUDIT_RETENTION_DAYS"])
+    statement_log = StatementLog(engine, app.config["AUDIT_RETENTION_DAYS"],
+                                 app.config["AUDIT_SYNC_COMMIT"])
     app.extensions[EXTENSION_KEY] = statement_log
-    # At exit (a gunicorn worker stopping), what is queued is written; a weak reference, so
-    # that the many apps of a test run are not kept alive by it.
-    atexit.register(_flush_at_exit, weakref.ref(statement_log))
     return statement_log
-
-
-def _flush_at_exit(ref: weakref.ref) -> None:
-    statement_log = ref()
-    if statement_log is not None:
-        statement_log.flush()
-
-
-def flush() -> None:
-    """Write this process's queued statement records (before reading the log)."""
-    current_app.extensions[EXTENSION_KEY].flush()
 
 
 def prune(days: int | None = None) -> int:
     """Delete records older than the retention; how many went."""
     days = current_app.config["AUDIT_RETENTION_DAYS"] if days is None else days
-    flush()
     cutoff = utcnow() - timedelta(days=days)
     deleted = db.session.execute(delete(AuditRecord).where(AuditRecord.at < cutoff)).rowcount
     db.session.commit()
@@ -272,7 +401,6 @@ def list_records(*, user: str | None = None, since: datetime | None = None,
                  kind: str | None = None, after: str | None = None, limit: int = 100
                  ) -> tuple[list[AuditRecord], str | None]:
     """Newest first, ``limit`` a page; the cursor of the next page (keyset on id) or None."""
-    flush()
     query = select(AuditRecord)
     if user is not None:
         query = query.where(AuditRecord.user_name == user)
@@ -294,7 +422,6 @@ COLUMNS = ("id", "at", "user_name", "kind", "action", "target", "before", "after
 
 def rows_for_sql(limit: int) -> list[tuple[Any, ...]]:
     """The newest ``limit`` records as rows of ``quarry.audit`` (newest first)."""
-    flush()
     records = db.session.scalars(select(AuditRecord).order_by(AuditRecord.id.desc())
                                  .limit(limit))
     return [tuple(getattr(r, c) for c in COLUMNS) for r in records]

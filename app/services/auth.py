@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import current_app
+from psycopg.rows import namedtuple_row
 from sqlalchemy import Connection, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from werkzeug.security import check_password_hash, generate_password_hash
@@ -31,6 +32,7 @@ from ..store.auth import ApiToken, LoginFailure, User, UserSession
 from ..store.types import utcnow
 from ..telemetry import current_metrics
 from . import audit
+from .common import server_autocommit
 
 log = logging.getLogger(__name__)
 
@@ -358,8 +360,7 @@ def authenticate(token: str) -> Principal | None:
     """
     now = utcnow()
     if (parts := _split(token, SESSION_PREFIX)) is not None:
-        with _autocommit() as conn:
-            rows = conn.execute(_SESSION_LOOKUP, {"selector": parts[0]}).all()
+        rows = _lookup(_SESSION_LOOKUP, parts[0])
         found = rows[0] if rows else None
         if found is None or not _matches(found.token_hash, parts[1]):
             return None
@@ -368,18 +369,35 @@ def authenticate(token: str) -> Principal | None:
         return Principal(found.user_id, found.name, "session", found.id, found.role,
                          sources=_grants(rows))
     if (parts := _split(token, API_TOKEN_PREFIX)) is not None:
-        with _autocommit() as conn:
-            rows = conn.execute(_TOKEN_LOOKUP, {"selector": parts[0]}).all()
-            found = rows[0] if rows else None
-            if found is None or not _matches(found.token_hash, parts[1]) or found.revoked:
-                return None
-            if found.last_used_at is None or now - found.last_used_at > _LAST_USED_EVERY:
+        rows = _lookup(_TOKEN_LOOKUP, parts[0])
+        found = rows[0] if rows else None
+        if found is None or not _matches(found.token_hash, parts[1]) or found.revoked:
+            return None
+        if found.last_used_at is None or now - found.last_used_at > _LAST_USED_EVERY:
+            with _autocommit() as conn:
                 conn.execute(update(ApiToken).where(ApiToken.id == found.id)
                              .values(last_used_at=now))
                 conn.commit()  # a no-op in autocommit (PostgreSQL); SQLite's own commit
         return Principal(found.user_id, found.name, "token", found.id, found.role,
                          found.project_key, found.read_only, _grants(rows))
     return None
+
+
+_DRIVER_SQL: dict[int, str] = {}
+
+
+def _lookup(query: Any, selector: str) -> list[Any]:
+    """The rows of a credential lookup. On PostgreSQL straight through psycopg (one round
+    trip, the statement compiled once: see ``server_autocommit``); rows by column name."""
+    if db.engine.dialect.name != "postgresql":
+        with _autocommit() as conn:
+            return conn.execute(query, {"selector": selector}).all()
+    sql = _DRIVER_SQL.get(id(query))
+    if sql is None:
+        # pyformat, as psycopg takes it: the one parameter is the selector.
+        sql = _DRIVER_SQL[id(query)] = str(query.compile(dialect=db.engine.dialect))
+    with server_autocommit() as conn, conn.cursor(row_factory=namedtuple_row) as cursor:
+        return cursor.execute(sql, {"selector": selector}).fetchall()
 
 
 def _autocommit() -> Connection:

@@ -3,14 +3,17 @@
 import functools
 import random
 import time
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
 
+import psycopg
+from flask import current_app
 from sqlalchemy import Delete
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
-from ..errors import ConcurrentUpdate, QuarryError
+from ..errors import OUTAGE_KEY, ConcurrentUpdate, QuarryError
 from ..extensions import db
 
 P = ParamSpec("P")
@@ -20,6 +23,39 @@ ATTEMPTS = 20
 
 class Raced(Exception):
     """Another request changed what this one read; the operation must run again."""
+
+
+@contextmanager
+def server_autocommit() -> Iterator[Any]:
+    """A pooled connection to a PostgreSQL store, as psycopg's own connection in autocommit.
+
+    For the one or two statements every request runs (the credential's lookup, a statement's
+    audit record): through SQLAlchemy's Connection each cost about 0.1 ms more CPU and
+    0.15-0.25 ms more time than the round trip itself (measured: 0.23-0.39 ms against
+    0.09-0.13 ms). The pool still hands the connection out (and pings it when it sat idle);
+    a connection the driver found broken is dropped from the pool, never handed out again.
+    """
+    fairy = db.engine.raw_connection()
+    try:
+        conn = fairy.driver_connection
+        conn.autocommit = True
+        try:
+            yield conn
+            outage = current_app.extensions.get(OUTAGE_KEY)
+            if outage is not None:
+                outage.answered()  # SQLAlchemy's event, which ends an outage, saw nothing
+        finally:
+            try:
+                conn.autocommit = False  # as the pool's other users expect it
+            except psycopg.Error:
+                fairy.invalidate()  # never back in the pool in autocommit
+                raise
+    except (psycopg.OperationalError, psycopg.InterfaceError):
+        if fairy.is_valid:
+            fairy.invalidate()
+        raise
+    finally:
+        fairy.close()
 
 
 def commit(on_integrity_error: Callable[[], QuarryError]) -> None:

@@ -118,11 +118,9 @@ def _sqlite_columns(rows: list[tuple]) -> list[tuple[str, str, str]]:
 def list_history(search: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
     """The caller's statements, newest first; ``search`` matches statement or error text.
 
-    Every statement of POST /api/sql/query is kept, whichever client sent it: the audit
-    log's writer writes the rows in its batches (``audit.record_statement``). What this
-    process has queued is written first; another worker's rows follow within a second.
+    Every statement of POST /api/sql/query is kept, whichever client sent it: its row is
+    written with its audit record, before its answer (``audit.record_statement``).
     """
-    audit.flush()
     query = select(ConsoleHistory).where(ConsoleHistory.user_key == audit.history_user())
     if search:
         # LIKE's own wildcards in the search text are taken literally.
@@ -131,13 +129,14 @@ def list_history(search: str | None = None, limit: int = 100) -> list[dict[str, 
         query = query.where(or_(func.lower(ConsoleHistory.statement).like(pattern, escape="\\"),
                                 func.lower(ConsoleHistory.error_message)
                                 .like(pattern, escape="\\")))
-    rows = db.session.scalars(query.order_by(ConsoleHistory.id.desc()).limit(limit))
+    # Rows beyond the newest HISTORY_KEEP wait for the next trim (audit.TRIM_EVERY).
+    rows = db.session.scalars(query.order_by(ConsoleHistory.id.desc())
+                              .limit(min(limit, audit.HISTORY_KEEP)))
     return [history_view(row) for row in rows]
 
 
 def clear_history() -> None:
     """Forget the caller's statements (the audit log keeps its own records)."""
-    audit.flush()
     db.session.execute(delete(ConsoleHistory).where(
         ConsoleHistory.user_key == audit.history_user()))
     db.session.commit()

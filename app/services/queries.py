@@ -36,7 +36,7 @@ from typing import Any
 from flask import Flask, current_app
 from sqlalchemy import delete, insert, select, update
 
-from ..errors import NotFound
+from ..errors import NotFound, store_error_line
 from ..extensions import db
 from ..sql.running import CLIENT_GONE, TIME_LIMIT, Statement, cancel_backend
 from ..sql.sources import current_sources
@@ -150,7 +150,8 @@ class RunningStatements:
                 if now - last_refresh >= REFRESH_S:
                     last_refresh = now
             except Exception as exc:  # noqa: BLE001 - the store may be down for a while
-                log.warning("running queries: the store cannot be reached: %s", exc)
+                log.warning("running queries: the store cannot be reached: %s",
+                            store_error_line(exc))
 
     def _poll_store(self, now: float, refresh: bool) -> None:
         with self._lock:

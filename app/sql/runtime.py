@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
+from ..errors import store_error_line
 from .roles import RoleReport
 from .sources import DataSource, build_source
 
@@ -249,9 +250,10 @@ class RuntimeSources:
                 return  # another thread refreshed while this one waited
             try:
                 stored = self.list_stored()
-            except Exception:  # noqa: BLE001 - the store is down: keep serving what is known
-                log.warning("runtime data sources: the store cannot be read; keeping the "
-                            "last known list", exc_info=True)
+            except Exception as error:  # noqa: BLE001 - the store is down: keep what is known
+                # One line: the request that meets the outage logs its traceback (errors.py).
+                log.warning("runtime data sources: the store cannot be read (%s); keeping the "
+                            "last known list", store_error_line(error))
                 self._checked_at = time.monotonic()
                 return
             self._checked_at = time.monotonic()

@@ -10,6 +10,7 @@ JSON answers, and no 5xx but 503.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -277,3 +278,55 @@ def test_errors_of_code_are_still_500(make_app):
     app = make_app()
     app.add_url_rule("/test/bug", "bug", lambda: {}["missing"])
     assert_problem(app.test_client().get("/test/bug"), 500, "unexpected")
+
+
+# --- the server log during an outage (issue 20 §5) ------------------------------------------
+
+def _allow_connections(database: str, allowed: bool) -> None:
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(text(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(allowed)}'))
+    admin.dispose()
+
+
+def _outage_requests(client) -> list[int]:
+    """Requests of several kinds (REST reads and writes, a statement whose audit record
+    cannot be written); their statuses."""
+    return [client.get("/api/projects").status_code,
+            client.get("/api/projects/p1/skills/s1").status_code,
+            client.post("/api/projects/p1/skills", json=skill_body("new")).status_code,
+            client.post("/api/sql/query", json={"query": "SELECT 1"}).status_code,
+            client.post("/api/sql/query", json={"query": "SHOW SKILLS FROM p1"}).status_code]
+
+
+@PG_ONLY
+def test_an_outage_logs_one_traceback_and_one_line_per_request(make_app, store_url, caplog):
+    # A real outage: the store refuses every new connection and its open ones are ended.
+    app = make_app()
+    client = app.test_client()
+    seed(client)
+    database = make_url(store_url).database
+    for _ in range(2):
+        caplog.clear()
+        _allow_connections(database, False)
+        try:
+            terminate(database)
+            statuses = [s for _ in range(4) for s in _outage_requests(client)]
+        finally:
+            _allow_connections(database, True)
+        assert set(statuses) == {503}, statuses
+        tracebacks = [r for r in caplog.records if r.exc_info]
+        assert len(tracebacks) == 1, [r.getMessage() for r in tracebacks]
+        unavailable = [r.getMessage() for r in caplog.records
+                       if r.getMessage().startswith("metadata store unavailable")]
+        assert len(unavailable) == len(statuses), unavailable
+        # One line each, naming the error's kind; the first says that it carries the trace.
+        assert all("\n" not in m and "psycopg.OperationalError" in m for m in unavailable)
+        assert "first failure of this outage" in unavailable[0]
+        assert "first failure" not in " ".join(unavailable[1:])
+        # Whatever else meets the outage (the running statements' watcher, the runtime
+        # sources' refresh) says so in one line too.
+        assert not [r.getMessage() for r in caplog.records
+                    if r.levelno >= logging.WARNING and "\n" in r.getMessage()]
+        # The store answers again: the outage is over, and the next one gets its traceback.
+        assert client.get("/api/projects").status_code == 200

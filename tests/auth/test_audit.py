@@ -3,17 +3,22 @@ transaction, every SQL statement, read by admins over REST and SQL, pruned by ag
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import func, select, update
 
+from app import create_app
 from app.extensions import db
 from app.services import audit as audit_service
 from app.services import auth as auth_service
 from app.store import AuditRecord
 from app.store.types import utcnow
 from tests.auth.conftest import PASSWORD
+from tests.conftest import _dispose
 from tests.helpers import assert_problem
+from tests.live import free_port
 
 
 def _setup(app):
@@ -137,3 +142,64 @@ def test_old_records_are_pruned(make_auth_app):
     with app.app_context():
         assert db.session.scalar(select(func.count()).select_from(AuditRecord)) == total - 2
         assert audit_service.prune(0) == total - 2
+
+
+@pytest.mark.parametrize("sync_commit", [False, True], ids=["default", "sync-commit"])
+def test_a_statement_is_in_the_log_before_its_answer(make_auth_app, sync_commit):
+    # Two instances on one store: one answers alice, the other answers the admin, who reads
+    # the log at once after each answer (no pause): the record must already be in the store.
+    app = make_auth_app(DEMO_SOURCE=True, AUDIT_SYNC_COMMIT=sync_commit)
+    h = _setup(app)
+    asked, reader = app.test_client(), make_auth_app(DEMO_SOURCE=True).test_client()
+    for i in range(20):
+        query = f"SELECT {i} AS n"
+        answer = asked.post("/api/sql/query", json={"query": query}, headers=h["alice"])
+        assert answer.get_json()["data"] == [[i]]
+        (record,) = _records(reader, h["root"], kind="sql", limit=1)["records"]
+        assert (record["statement"], record["user"], record["row_count"], record["outcome"]) \
+            == (query, "alice", 1, "ok")
+    # The history row is written with it, and read by the other instance too.
+    history = reader.get("/api/console/history", headers=h["alice"]).get_json()
+    assert [r["statement"] for r in history[:2]] == ["SELECT 19 AS n", "SELECT 18 AS n"]
+    if app.config["DATABASE_URL"].startswith("sqlite"):
+        # The record's write left its connection at the store's own flush level (FULL).
+        with app.app_context():
+            assert db.session.connection().exec_driver_sql("PRAGMA synchronous").scalar() == 2
+
+
+def test_a_streamed_statement_is_recorded_before_its_first_byte(make_auth_app):
+    app = make_auth_app(DEMO_SOURCE=True)
+    h = _setup(app)
+    reader = make_auth_app(DEMO_SOURCE=True).test_client()
+    query = "SELECT * FROM demo.iris"
+    response = app.test_client().post(
+        "/api/sql/query", json={"query": query, "response_format": "jsonlines"},
+        headers=h["alice"], buffered=False)
+    assert response.status_code == 200
+    # Not a byte of the body read yet: the record is there, its stream still going.
+    (record,) = _records(reader, h["root"], kind="sql", limit=1)["records"]
+    assert (record["statement"], record["source"], record["row_count"], record["outcome"]) \
+        == (query, "demo", None, "streaming")
+    lines = response.get_data().splitlines()
+    response.close()
+    assert json.loads(lines[-1]) == {"type": "end", "row_count": 150}
+    (done,) = _records(reader, h["root"], kind="sql", limit=1)["records"]
+    assert (done["id"], done["row_count"], done["outcome"]) == (record["id"], 150, "ok")
+    assert done["duration_ms"] >= record["duration_ms"]
+    (entry,) = reader.get("/api/console/history", headers=h["alice"]).get_json()
+    assert (entry["statement"], entry["outcome"], entry["row_count"]) == (query, "table", 150)
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonlines"])
+def test_no_answer_goes_out_unaudited(tmp_path, fmt):
+    # A store that refuses connections (sign-in off: SELECT 1 needs the store only for its
+    # record): the statement is refused with 503 rather than answered without a record.
+    app = create_app({"DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:"
+                                      f"{free_port()}/quarry", "INSTANCE_PATH": str(tmp_path),
+                      "DEMO_SOURCE": False, "TESTING": True})
+    try:
+        response = app.test_client().post("/api/sql/query", json={
+            "query": "SELECT 1", "response_format": fmt})
+        assert_problem(response, 503, "metadata store")
+    finally:
+        _dispose(app)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.console import CONTENT_SECURITY_POLICY
 from app.extensions import db
-from app.store import AuditRecord
+from app.store import AuditRecord, ConsoleHistory
 from tests.console.conftest import browser_missing
 
 PASSWORD = "console api password"
@@ -151,6 +151,22 @@ def test_with_sign_in_off_one_anonymous_history_keeps_the_newest(client, monkeyp
                        json={"statement": "SELECT 1", "outcome": "ok"}).status_code == 405
 
 
+def test_the_history_is_trimmed_every_few_statements(client, monkeypatch):
+    # The trim runs with every TRIM_EVERY-th statement of a user; the list never shows more
+    # than HISTORY_KEEP in between.
+    monkeypatch.setattr("app.services.audit.HISTORY_KEEP", 3)
+    monkeypatch.setattr("app.services.audit.TRIM_EVERY", 4)
+    for n in range(10):
+        client.post("/api/sql/query", json={"query": f"SELECT {n} AS n"})
+        kept = client.get("/api/console/history").get_json()
+        assert [r["statement"] for r in kept] == [f"SELECT {m} AS n"
+                                                  for m in range(n, max(-1, n - 3), -1)]
+        with client.application.app_context():
+            stored = db.session.scalar(select(func.count()).select_from(ConsoleHistory))
+        # Trimmed by the 1st, 5th and 9th statement: at most KEEP + TRIM_EVERY - 1 between.
+        assert stored == min(n + 1, 3 + n % 4), (n, stored)
+
+
 def test_saved_queries_per_project(client):
     body = {"name": "setosa", "statement": "SELECT 1", "database": "demo"}
     assert client.post("/api/console/projects/mindsdb/saved", json=body).status_code == 201
@@ -225,8 +241,6 @@ def test_a_long_context_db_is_kept_cut_and_the_audit_log_keeps_it_whole(signed_i
     assert answer.get_json()["type"] == "error"
     (entry,) = client.get("/api/console/history", headers=bearer).get_json()
     assert entry["database"] == long_name[:63] and entry["outcome"] == "error"
-    audit = client.application.extensions["quarry.audit_log"]
-    audit.flush()
     with client.application.app_context():
         statements = [r.statement for r in db.session.scalars(
             select(AuditRecord).where(AuditRecord.kind == "sql"))]
