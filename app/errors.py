@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from flask import Flask, Response, json, request
+from flask import Flask, Response, current_app, json, request
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import exc as orm_exc
 from werkzeug.exceptions import HTTPException
