@@ -105,6 +105,10 @@ BODY_ROUTES = [
     ("PUT", "/api/databases/p1"),
     ("PUT", "/api/projects/p1/members/u1"),
     ("POST", "/api/console/projects/p1/saved"),
+    ("POST", "/api/projects/p1/agents/a1/completions"),
+    ("POST", "/api/projects/p1/agents/a1/completions/stream"),
+    ("POST", "/mcp"),
+    ("POST", "/mcp/projects/p1/agents/a1"),
 ]
 
 
@@ -118,7 +122,8 @@ def test_body_routes_are_all_listed(client):
             if "requestBody" in operation:
                 documented.add((method.upper(),
                                 path.replace("{project}", "p1").replace("{ref}", ref)
-                                .replace("{name}", "p1").replace("{user}", "u1")))
+                                .replace("{name}", "p1").replace("{user}", "u1")
+                                .replace("{agent_name}", "a1")))
     assert documented <= set(BODY_ROUTES), documented - set(BODY_ROUTES)
 
 
