@@ -535,7 +535,7 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
     snaive = next(s for s in scores if s.method == SEASONAL_NAIVE)
     skill = 1 - float(np.mean(best.mase)) / max(float(np.mean(snaive.mase)), 1e-12)
     description = _describe(model, scores, best, snaive, series, backs, len(frame),
-                            time.perf_counter() - started)
+                            time.perf_counter() - started, budget)
     buffer = io.BytesIO()
     joblib.dump(model.bundle(), buffer, compress=3)
     return buffer.getvalue(), _round(skill), description
@@ -549,39 +549,58 @@ def _last_order(axis: Axis, series: Series) -> Any:
 
 
 def _describe(model: Forecaster, scores: list[Score], best: Score, snaive: Score,
-              series: list[Series], backs: list[int], rows: int, seconds: float
-              ) -> dict[str, Any]:
+              series: list[Series], backs: list[int], rows: int, seconds: float,
+              budget: float) -> dict[str, Any]:
+    """What describe answers: {"info": {...}, "features": [...], "model": [...]}."""
     coverage = _coverage(best.scaled, INTERVAL_LEVEL)
-    accuracies = {
-        "evaluation": f"rolling origin: {len(backs)} cut-offs, each forecasting "
-                      f"{model.horizon} steps; MASE scaled by the in-sample seasonal naive "
-                      f"error (period {model.period})",
-        "chosen": best.summary(), "seasonal_naive": snaive.summary(),
-        "interval": {"level": INTERVAL_LEVEL, "coverage": coverage,
-                     "measured": "each cut-off against the interval of the others"},
-        "candidates": [s.summary() for s in scores]}
-    importances = None
-    if model.boosting is not None:
-        importances = [{"column": f"{model.target} lag {k}", "importance": None}
-                       for k in range(1, model.boosting.lags + 1)]
-    return {
-        "info": {"problem": "forecasting", "target": model.target, "training_rows": rows,
-                 "series": len(series), "training_seconds": round(seconds, 3),
-                 "timeseries": {"order_by": model.order, "group_by": model.groups,
-                                "window": model.window, "horizon": model.horizon,
-                                "order_kind": model.axis.kind,
-                                "frequency": model.axis.label, "seasonal_period": model.period,
-                                "gaps_filled": sum(s.filled for s in series),
-                                "gap_filling": "linear interpolation between the neighbours"}},
+    chosen = best.summary()
+    accuracies = {key: chosen[key] for key in ("mase", "mase_std", "smape", "smape_std")}
+    accuracies["seasonal_naive"] = {key: snaive.summary()[key]
+                                    for key in ("mase", "mase_std", "smape", "smape_std")}
+    accuracies["interval_level"] = INTERVAL_LEVEL
+    accuracies["interval_coverage"] = coverage
+    info: dict[str, Any] = {
         "accuracies": accuracies,
-        "model": [{"name": model.method, "accuracy": best.summary().get("mase"),
-                   "metric": "mase", "selected": True}],
-        "features": [{"column": model.order, "type": model.axis.kind, "role": "order"},
-                     *({"column": g, "type": "categorical", "role": "group"}
-                       for g in model.groups),
-                     {"column": model.target, "type": "float", "role": "target"}],
-        "column_importances": importances,
+        "column_importances": None,  # no method here has per-column importances yet
+        "inputs": [model.order, *model.groups, model.target],
+        "outputs": [model.target],
+        "model": model.method,
+        "problem": "forecasting",
+        "timeseries": {"order_by": model.order, "group_by": model.groups,
+                       "window": model.window, "horizon": model.horizon,
+                       "order_kind": model.axis.kind, "frequency": model.axis.label,
+                       "seasonal_period": model.period,
+                       "gaps_filled": sum(s.filled for s in series),
+                       "gap_filling": "linear interpolation between the neighbours"},
+        "series": len(series),
+        "evaluation": {
+            "method": f"rolling origin: {len(backs)} cut-offs ({', '.join(map(str, backs))} "
+                      f"steps before the end), each forecasting {model.horizon} steps",
+            "metric": "mase",
+            "cutoff_mase": [_round(v) for v in best.mase],
+            "note": "MASE divides each error by the series' in-sample seasonal naive error "
+                    f"(period {model.period}); below 1 beats that forecast in-sample",
+            "interval": f"{INTERVAL_LEVEL:.0%} interval from the quantiles of the chosen "
+                        "method's scaled errors at the cut-offs, per step; its coverage is "
+                        "measured at each cut-off with the interval of the other cut-offs"},
+        "final_model_note": "the chosen method was refit on every point of every series",
+        "time_budget_s": round(budget, 3),
+        "training_time_s": round(seconds, 3),
+        "training_rows": rows,
     }
+    features = [
+        {"column": model.order, "type": model.axis.kind, "encoder": "order (time)",
+         "role": "order", "source_type": None, "values": None},
+        *({"column": g, "type": "categorical", "encoder": "series key", "role": "group",
+           "source_type": None, "values": None} for g in model.groups),
+        {"column": model.target, "type": "float", "encoder": "identity", "role": "target",
+         "source_type": None, "values": None}]
+    tried = [{"name": s.method, "performance": s.summary().get("mase"),
+              "training_time": round(s.seconds, 3), "selected": int(s is best),
+              "accuracy_functions": ["mase"], "performance_std": s.summary().get("mase_std"),
+              "folds_scored": len(s.mase), "folds": len(backs), "params": {},
+              "stopped": s.skipped, "reduced": None, "error": None} for s in scores]
+    return {"info": info, "features": features, "model": tried}
 
 
 # --- prediction -------------------------------------------------------------------------
@@ -658,8 +677,10 @@ def _rows(model: Forecaster, key: tuple, last: Any, y: np.ndarray) -> list[dict[
     out = []
     for step, (when, value) in enumerate(zip(times, values, strict=True)):
         value = float(value)
-        lower = value + float(model.low[step]) * scale
-        upper = value + float(model.high[step]) * scale
+        # The errors' quantiles may both lie on one side of zero (a biased method): the
+        # interval is widened to hold the forecast itself rather than exclude it.
+        lower = min(value, value + float(model.low[step]) * scale)
+        upper = max(value, value + float(model.high[step]) * scale)
         row = {g: v for g, v in zip(model.groups, key, strict=True)}
         row[model.order] = when
         row[model.target] = value
