@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from typing import Any
 import joblib
 import numpy as np
 import pandas as pd
+from scipy.stats import t as student
 
 from .errors import PredictionError, TrainingError
 from .threads import one_native_thread
@@ -40,8 +42,11 @@ from .threads import one_native_thread
 KIND = "forecast"
 # The nominal coverage of the forecast interval.
 INTERVAL_LEVEL = 0.9
-# Rolling-origin cut-offs (fewer when the series are short).
-CUTOFFS = 3
+# Rolling-origin cut-offs (fewer when the series are short; up to MAX_CUTOFFS when there
+# are few series, so that the interval rests on more errors).
+CUTOFFS, MAX_CUTOFFS = 3, 8
+# Errors per step of the horizon from which the interval is their quantiles.
+EMPIRICAL_MIN = 40
 # Points of each series kept in the artifact: a forecast for a group named without history
 # starts from them (and ETS refits on them).
 KEEP_POINTS = 400
@@ -157,7 +162,10 @@ def _period(values: list[np.ndarray], axis: Axis, horizon: int) -> int:
         for y in values[:200]:
             if len(y) < 2 * period + horizon:
                 continue
-            d = y - np.convolve(y, np.ones(period) / period, mode="same")  # detrended
+            # Detrended by a centred moving average over one period (edges left out: a
+            # zero-padded average there would dominate the correlation).
+            trend = np.convolve(y, np.ones(period) / period, mode="valid")
+            d = y[period // 2:period // 2 + len(trend)] - trend
             a, b = d[period:], d[:-period]
             if a.std() > 0 and b.std() > 0:
                 scores.append(float(np.corrcoef(a, b)[0, 1]))
@@ -193,8 +201,9 @@ def split_series(frame: pd.DataFrame, target: str, order: str, groups: list[str]
     (``where`` says whose rows: the training data or the history)."""
     times, kind = _order_values(frame[order], order)
     values = pd.to_numeric(frame[target], errors="coerce")
-    keys = frame[groups].astype(str).agg("\x1f".join, axis=1) if groups else \
-        pd.Series("", index=frame.index)
+    keys = pd.Series("", index=frame.index)
+    for number, name in enumerate(groups):
+        keys = keys + ("\x1f" if number else "") + frame[name].astype(str)
     data = pd.DataFrame({"t": times, "y": values, "k": keys}).dropna(subset=["t"])
     dup = data.duplicated(subset=["k", "t"], keep=False)
     if dup.any():
@@ -280,12 +289,17 @@ class Boosting:
     estimator: Any = None
 
     def rows(self, y: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+        # Every value is taken relative to the latest lag and divided by the series' level:
+        # trees cannot answer values beyond those they saw, and a trending series' next
+        # value is beyond them, its change from the last value is not.
         scale = _level(y)
         z = y / scale
         idx = np.arange(self.lags, len(z))
-        lagged = np.stack([z[idx - k] for k in range(1, self.lags + 1)], axis=1)
+        last = z[idx - 1]
+        lagged = np.stack([z[idx - k] - last for k in range(2, self.lags + 1)]
+                          + [last * 0], axis=1)
         season = ((start + idx) % self.m)[:, None] if self.m > 1 else np.zeros((len(idx), 1))
-        return np.hstack([lagged, season]), z[idx]
+        return np.hstack([lagged, season]), z[idx] - last
 
     def fit(self, series: list[tuple[np.ndarray, int]], seconds: float) -> Boosting:
         from sklearn.ensemble import HistGradientBoostingRegressor
@@ -297,21 +311,14 @@ class Boosting:
         target = np.concatenate([p[1] for p in parts])
         iterations = 100 if seconds > 5 else 40
         self.estimator = HistGradientBoostingRegressor(
-            max_iter=iterations, learning_rate=0.1, categorical_features=[self.lags],
-            random_state=0).fit(X, target)
+            # The seasonal position is an ordinal column, not a declared categorical one:
+            # trees split it as well here, and a categorical column sends every predict
+            # through a ColumnTransformer (2 of a forecast step's 3 ms).
+            max_iter=iterations, learning_rate=0.1, random_state=0).fit(X, target)
         return self
 
     def forecast(self, y: np.ndarray, start: int, h: int) -> np.ndarray:
-        scale = _level(y)
-        z = list(y[-self.lags:] / scale)
-        out = []
-        for step in range(h):
-            lags = z[::-1][:self.lags]
-            season = (start + len(y) + step) % self.m if self.m > 1 else 0
-            value = float(self.estimator.predict(np.array([[*lags, season]]))[0])
-            out.append(value)
-            z.append(value)
-        return np.array(out) * scale
+        return self.forecast_many([y], [start], h)[0]
 
     def forecast_many(self, ys: list[np.ndarray], starts: list[int], h: int) -> list[np.ndarray]:
         """Each series' forecast, one batch per step (a predict call per step, not per
@@ -322,8 +329,10 @@ class Boosting:
         ends = np.array([s + len(y) for y, s in zip(ys, starts, strict=True)])
         for step in range(h):
             season = ((ends + step) % self.m) if self.m > 1 else np.zeros(len(ys))
-            X = np.hstack([windows[:, ::-1], season[:, None]])  # noqa: N806
-            value = self.estimator.predict(X)
+            last = windows[:, -1:]
+            X = np.hstack([(windows - last)[:, ::-1][:, 1:], last * 0,  # noqa: N806
+                           season[:, None]])
+            value = self.estimator.predict(X) + last[:, 0]
             out[:, step] = value
             windows = np.hstack([windows[:, 1:], value[:, None]])
         return list(out * scales[:, None])
@@ -375,7 +384,11 @@ def _cutoffs(series: list[Series], h: int) -> list[int]:
     """How many points before the end each cut-off leaves out (h, 2h, …), as many as the
     shortest series allows while keeping MIN_POINTS before the first."""
     shortest = min(len(s.y) for s in series)
-    return [h * i for i in range(1, CUTOFFS + 1) if shortest - h * i >= MIN_POINTS]
+    wanted = max(CUTOFFS, min(MAX_CUTOFFS, math.ceil(EMPIRICAL_MIN / len(series))))
+    # The deeper cut-offs keep at least half the series before them (the first one at
+    # least MIN_POINTS, which training checked), so that each candidate has a history.
+    return [h * i for i in range(1, wanted + 1)
+            if shortest - h * i >= (MIN_POINTS if i == 1 else max(MIN_POINTS, shortest // 2))]
 
 
 def _evaluate(method: str, forecaster: Any, series: list[Series], axis: Axis, h: int, m: int,
@@ -423,10 +436,19 @@ def _steps_since_epoch(axis: Axis, value: Any) -> int:
 
 
 def _interval(scaled: list[np.ndarray], level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per step of the horizon, the quantiles of the scaled errors around the forecast."""
+    """Per step of the horizon, where the scaled errors fall around the forecast: their
+    quantiles when there are enough of them (EMPIRICAL_MIN per step); else, as the
+    quantiles of so few errors would be their extremes (and cover too little), the
+    prediction interval of a normal sample, mean ± t · sd · sqrt(1 + 1/n)."""
     errors = np.concatenate(scaled, axis=0)
     tail = (1 - level) / 2
-    return np.quantile(errors, tail, axis=0), np.quantile(errors, 1 - tail, axis=0)
+    if len(errors) >= EMPIRICAL_MIN:
+        return np.quantile(errors, tail, axis=0), np.quantile(errors, 1 - tail, axis=0)
+    n = len(errors)
+    spread = student.ppf(1 - tail, max(n - 1, 1)) * errors.std(axis=0, ddof=1) \
+        * np.sqrt(1 + 1 / n) if n > 1 else np.abs(errors[0]) * 2
+    centre = errors.mean(axis=0)
+    return centre - spread, centre + spread
 
 
 def _coverage(scaled: list[np.ndarray], level: float) -> float | None:
@@ -503,7 +525,8 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
     m = _period([s.y for s in series], axis, h)
     backs = _cutoffs(series, h)
     lags = max(window or 0, m, min(h, 24), 3)
-    lags = min(lags, min(len(s.y) for s in series) - h * len(backs) - 1)
+    # The shortest history a candidate sees (at the deepest cut-off) must still give rows.
+    lags = min(lags, (min(len(s.y) for s in series) - max(backs)) // 2)
 
     def plain(method: Any) -> Any:
         return lambda heads, starts: [method(y, h, m) for y in heads]
@@ -512,7 +535,7 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
               _evaluate(SEASONAL_NAIVE, plain(_seasonal_naive), series, axis, h, m, backs,
                         deadline)]
     boosting = None
-    if lags >= 1:
+    if lags >= 2:
         def boosted(heads: list[np.ndarray], starts: list[int]) -> list[np.ndarray]:
             fitted = Boosting(lags, m).fit(list(zip(heads, starts, strict=True)), budget)
             return fitted.forecast_many(heads, starts, h)
