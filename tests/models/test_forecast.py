@@ -52,6 +52,11 @@ def pg_url() -> Iterator[str]:
                 (name, START + dt.timedelta(days=d), _sales(i, d), int(d % 5 == 0))
                 for i, name in enumerate(STORES) for d in range(DAYS)
                 if not (name == "east" and d == 40)])  # one gap, filled by interpolation
+        conn.execute("CREATE TABLE later (store text, day date, amount float8)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO later VALUES (%s, %s, %s)", [
+                (name, START + dt.timedelta(days=d), _sales(i, d))
+                for i, name in enumerate(STORES) for d in range(DAYS, DAYS + 7)])
         conn.execute("CREATE TABLE twice (store text, day date, amount float8)")
         conn.execute("INSERT INTO twice SELECT store, day, amount FROM sales "
                      "UNION ALL SELECT store, day, amount FROM sales WHERE day = '2024-02-01'")
@@ -248,3 +253,17 @@ def test_retrain_keeps_forecasting(client, sales_model):
     rows = client.post("/api/projects/ts/models/sales.2/predict",
                        json={"data": [{"store": "east"}]}).get_json()
     assert len(rows) == 7
+
+
+def test_finetune_extends_the_series_with_the_new_rows(client, sales_model):
+    response = client.post("/api/projects/ts/models/sales/finetune", json={
+        "query": "SELECT store, day, amount FROM later", "data_source": "pg",
+        "using": {"join_learn_process": True, "time_budget_s": 5}})
+    assert response.status_code in (200, 201, 202), response.get_json()
+    version = response.get_json()["version"]
+    record = client.get(f"/api/projects/ts/models/sales.{version}").get_json()
+    assert record["status"] == "complete", record
+    # A trained group asked without history starts after the new rows, not the old ones.
+    rows = client.post(f"/api/projects/ts/models/sales.{version}/predict",
+                       json={"data": [{"store": "north"}]}).get_json()
+    assert str(rows[0]["day"]).startswith((START + dt.timedelta(days=DAYS + 7)).isoformat())
