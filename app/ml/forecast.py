@@ -94,25 +94,30 @@ class Axis:
         return grid.get_indexer(pd.DatetimeIndex(values))
 
 
-def _order_values(column: pd.Series, name: str) -> tuple[pd.Series, str]:
+def _order_values(column: pd.Series, name: str, error: type[Exception] = TrainingError
+                  ) -> tuple[pd.Series, str]:
     """The order column as int64 or datetime64, and its kind (integer, date, timestamp)."""
     present = column.dropna()
     if present.empty:
-        raise TrainingError(f"The ORDER BY column '{name}' has no values")
-    if pd.api.types.is_bool_dtype(present):
-        raise TrainingError(f"The ORDER BY column '{name}' holds true/false, not times")
-    if pd.api.types.is_numeric_dtype(present):
+        raise error(f"The ORDER BY column '{name}' has no values")
+    if pd.api.types.is_bool_dtype(present) or \
+            any(isinstance(v, bool | dict | list) for v in present.head(1000)):
+        raise error(f"The ORDER BY column '{name}' holds {present.iloc[0]!r}: an order "
+                    "column is integer steps, dates or timestamps")
+    if pd.api.types.is_numeric_dtype(present) or \
+            all(isinstance(v, int | np.integer) for v in present.head(1000)):
+        present = pd.to_numeric(present)
         if not np.all(np.mod(present.astype("float64"), 1) == 0):
-            raise TrainingError(f"The ORDER BY column '{name}' holds fractions: an order "
-                                "column is integer steps, dates or timestamps")
-        return column.astype("Int64"), "integer"
+            raise error(f"The ORDER BY column '{name}' holds fractions: an order "
+                        "column is integer steps, dates or timestamps")
+        return pd.to_numeric(column).astype("Int64"), "integer"
     # datetime.date values (a DATE column) answer dates; anything else timestamps.
     kind = "date" if all(type(v).__name__ == "date" for v in present.head(50)) else "timestamp"
     try:
         stamps = pd.to_datetime(column, errors="raise", utc=False, format="mixed")
-    except (ValueError, TypeError):
-        raise TrainingError(f"The ORDER BY column '{name}' holds values that are neither "
-                            "integer steps, dates nor timestamps") from None
+    except (ValueError, TypeError, OverflowError):
+        raise error(f"The ORDER BY column '{name}' holds values that are neither "
+                    "integer steps, dates nor timestamps") from None
     if getattr(stamps.dt, "tz", None) is not None:
         stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
     return stamps.astype("datetime64[ns]"), kind
@@ -199,8 +204,22 @@ def split_series(frame: pd.DataFrame, target: str, order: str, groups: list[str]
                  ) -> tuple[list[Series], Axis, str]:
     """The frame's rows as regular series, one per group; duplicates in a group are an error
     (``where`` says whose rows: the training data or the history)."""
-    times, kind = _order_values(frame[order], order)
+    times, kind = _order_values(frame[order], order, error)
+    if axis is not None and (kind == "integer") != (axis.kind == "integer"):
+        raise error(f"The ORDER BY column '{order}' holds "
+                    f"{'integer steps' if kind == 'integer' else 'times'} in {where}; the "
+                    f"model's series step {axis.label}")
     values = pd.to_numeric(frame[target], errors="coerce")
+    unread = values.isna() & frame[target].notna()
+    if unread.any():
+        raise error(f"The PREDICT column '{target}' holds "
+                    f"{_shown(frame[target][unread].iloc[0])} in {where}: a forecast reads "
+                    "numbers")
+    for name in groups:
+        odd = frame[name].map(lambda v: isinstance(v, dict | list))
+        if odd.any():
+            raise error(f"The GROUP BY column '{name}' holds {_shown(frame[name][odd].iloc[0])}"
+                        f" in {where}: a group is a text, number or date value")
     keys = pd.Series("", index=frame.index)
     for number, name in enumerate(groups):
         keys = keys + ("\x1f" if number else "") + frame[name].astype(str)
@@ -233,6 +252,11 @@ def split_series(frame: pd.DataFrame, target: str, order: str, groups: list[str]
         out.append(Series(key, _plain(g["t"].iloc[0]) if axis.kind != "integer"
                           else int(g["t"].iloc[0]), y, filled))
     return out, axis, kind
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _key_text(groups: list[str], key: Any) -> str:

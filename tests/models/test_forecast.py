@@ -267,3 +267,20 @@ def test_finetune_extends_the_series_with_the_new_rows(client, sales_model):
     rows = client.post(f"/api/projects/ts/models/sales.{version}/predict",
                        json={"data": [{"store": "north"}]}).get_json()
     assert str(rows[0]["day"]).startswith((START + dt.timedelta(days=DAYS + 7)).isoformat())
+
+
+@pytest.mark.parametrize(("history", "words"), [
+    ([{"store": "west", "day": "not a day", "amount": 1.0}] * 20, "ORDER BY column 'day'"),
+    ([{"store": "west", "day": d, "amount": 1.0} for d in range(20)], "holds integer steps"),
+    ([{"store": "west", "day": f"2024-01-01 {d:02d}:00", "amount": 1.0} for d in range(20)],
+     "off the series' regular steps"),
+    ([{"store": "west", "day": f"2024-01-{d:02d}", "amount": "many"} for d in range(1, 21)],
+     "'amount' holds 'many'"),
+    ([{"store": ["x"], "day": f"2024-01-{d:02d}", "amount": 1} for d in range(1, 21)],
+     "GROUP BY column 'store' holds ['x']"),
+    ([{"day": f"2024-01-{d:02d}", "amount": 1.0} for d in range(1, 21)], "'store'"),
+])
+def test_history_that_cannot_be_read_is_a_422_naming_the_problem(client, sales_model,
+                                                                  history, words):
+    response = client.post("/api/projects/ts/models/sales/predict", json={"data": history})
+    assert_problem(response, 422, words)
