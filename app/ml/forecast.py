@@ -341,6 +341,23 @@ class Boosting:
             max_iter=iterations, learning_rate=0.1, random_state=0).fit(X, target)
         return self
 
+    def importances(self, series: list[tuple[np.ndarray, int]], unseen: int, order: str,
+                    target: str) -> dict[str, float]:
+        """Permutation importance of the two inputs, on each series' last ``unseen`` rows."""
+        parts = [self.rows(y, start) for y, start in series]
+        X = np.vstack([p[0][-unseen:] for p in parts])[:20_000]  # noqa: N806
+        truth = np.concatenate([p[1][-unseen:] for p in parts])[:20_000]
+        base = float(np.mean((self.estimator.predict(X) - truth) ** 2))
+        rng = np.random.default_rng(0)
+        grown = {}
+        for name, columns in ((order, [self.lags]), (target, list(range(self.lags)))):
+            shuffled = X.copy()
+            shuffled[:, columns] = X[rng.permutation(len(X))][:, columns]
+            error = float(np.mean((self.estimator.predict(shuffled) - truth) ** 2))
+            grown[name] = max(error - base, 0.0)
+        total = sum(grown.values())
+        return {k: _round(v / total) if total > 0 else 0.0 for k, v in grown.items()}
+
     def forecast(self, y: np.ndarray, start: int, h: int) -> np.ndarray:
         return self.forecast_many([y], [start], h)[0]
 
@@ -559,9 +576,12 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
               _evaluate(SEASONAL_NAIVE, plain(_seasonal_naive), series, axis, h, m, backs,
                         deadline)]
     boosting = None
+    at_first_cutoff: list[Boosting] = []  # kept to measure importances on unseen points
     if lags >= 2:
         def boosted(heads: list[np.ndarray], starts: list[int]) -> list[np.ndarray]:
             fitted = Boosting(lags, m).fit(list(zip(heads, starts, strict=True)), budget)
+            if not at_first_cutoff:
+                at_first_cutoff.append(fitted)
             return fitted.forecast_many(heads, starts, h)
         scores.append(_evaluate(BOOSTING, boosted, series, axis, h, m, backs, deadline))
     # ETS is fitted per series: tried only if the budget left looks like enough for it.
@@ -572,7 +592,10 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
         scores.append(Score(ETS, skipped="the time budget left no room for it"))
     done = [s for s in scores if not s.skipped]
     best = min(done, key=lambda s: np.mean(s.mase))
+    importances = None
     if best.method == BOOSTING:
+        importances = at_first_cutoff[0].importances(
+            [(s.y, _offset(axis, s)) for s in series], backs[0], order, target)
         boosting = Boosting(lags, m).fit([(s.y, _offset(axis, s)) for s in series], budget)
     low, high = _interval(best.scaled, INTERVAL_LEVEL)
     history = {s.key: (_last_order(axis, s), s.y[-KEEP_POINTS:]) for s in series}
@@ -582,7 +605,7 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
     snaive = next(s for s in scores if s.method == SEASONAL_NAIVE)
     skill = 1 - float(np.mean(best.mase)) / max(float(np.mean(snaive.mase)), 1e-12)
     description = _describe(model, scores, best, snaive, series, backs, len(frame),
-                            time.perf_counter() - started, budget)
+                            time.perf_counter() - started, budget, importances)
     buffer = io.BytesIO()
     joblib.dump(model.bundle(), buffer, compress=3)
     return buffer.getvalue(), _round(skill), description
@@ -597,7 +620,7 @@ def _last_order(axis: Axis, series: Series) -> Any:
 
 def _describe(model: Forecaster, scores: list[Score], best: Score, snaive: Score,
               series: list[Series], backs: list[int], rows: int, seconds: float,
-              budget: float) -> dict[str, Any]:
+              budget: float, importances: dict[str, float] | None) -> dict[str, Any]:
     """What describe answers: {"info": {...}, "features": [...], "model": [...]}."""
     coverage = _coverage(best.scaled, INTERVAL_LEVEL)
     chosen = best.summary()
@@ -608,7 +631,10 @@ def _describe(model: Forecaster, scores: list[Score], best: Score, snaive: Score
     accuracies["interval_coverage"] = coverage
     info: dict[str, Any] = {
         "accuracies": accuracies,
-        "column_importances": None,  # no method here has per-column importances yet
+        # Boosting only: the share of the one-step error growth when the seasonal position
+        # (from the order column) or the target's lags are shuffled, on points after the
+        # first cut-off, which the model that is scored did not see.
+        "column_importances": importances,
         "inputs": [model.order, *model.groups, model.target],
         "outputs": [model.target],
         "model": model.method,

@@ -133,6 +133,11 @@ def test_training_records_the_clauses_and_describe_tells_the_evaluation(client, 
     assert by_name["SeasonalNaive"]["performance"] == snaive["mase"]
     assert accuracies["mase"] <= snaive["mase"]
     assert {"mase_std", "smape", "smape_std"} <= set(accuracies)
+    if info["model"] == "Lag features --> HistGradientBoosting":
+        shares = info["column_importances"]
+        assert set(shares) == {"day", "amount"} and abs(sum(shares.values()) - 1) < 0.01
+    else:  # the statistical methods have no importances
+        assert info["column_importances"] is None
     assert accuracies["interval_level"] == 0.9
     assert 0 <= accuracies["interval_coverage"] <= 1
 
