@@ -154,6 +154,10 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
                                    max_rows=data_source.max_rows, registry=registry)
     inputs = [dict(zip(columns, row, strict=True)) for row in rows]
     if forecasting:
+        if not inputs:
+            # No history for the series asked: the groups the WHERE names by equality are
+            # forecast from the training rows (an unknown one is an error naming it).
+            inputs = [_named_group(pushed)]
         return _forecast_join(statement, project, model, inputs, left_alias, model_alias,
                               kept, ctx)
     # A table lacking an input column is a wrong shape (422); a value the model cannot read
@@ -176,6 +180,22 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
     return table_body(names, out, ctx)
 
 
+def _named_group(conditions: list[Any]) -> dict[str, Any]:
+    """``t.g = 'x'`` conditions as the row {g: 'x'}; others (a time range) are left out."""
+    row: dict[str, Any] = {}
+    for condition in conditions:
+        if isinstance(condition, BinaryOperation) and condition.op == "=":
+            try:
+                row.update(equality_row(condition))
+            except SqlError:
+                continue
+    if not row:
+        raise SqlError(ErrorCode.QUERY_FAILED,
+                       "The table joined with the forecasting model has no rows for the "
+                       "series asked and the WHERE names no group: nothing to forecast from")
+    return row
+
+
 def _is_latest(condition: Any) -> bool:
     """``t.t > LATEST`` (MindsDB's: forecast after the latest row of each series)."""
     return isinstance(condition, BinaryOperation) and \
@@ -187,10 +207,6 @@ def _forecast_join(statement: Select, project: str, model: MLModel,
                    kept: list[Any], ctx: Context) -> Body:
     """The next HORIZON rows of each series the history rows hold. Their columns answer to
     both aliases (``t.store`` and ``m.store`` are the same value), listed once by ``*``."""
-    if not history:
-        raise SqlError(ErrorCode.QUERY_FAILED,
-                       "The table joined with the forecasting model has no rows for the "
-                       "series asked: nothing to forecast from (check the WHERE conditions)")
     forecast = _predict(project, model, history)
     names = list(forecast[0]) if forecast else []
     relation = Relation(
