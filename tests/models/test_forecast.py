@@ -45,7 +45,8 @@ def pg_url() -> Iterator[str]:
         admin.execute(f'DROP DATABASE IF EXISTS "{PG_DB}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{PG_DB}"')
     with _pg(PG_DB) as conn:
-        conn.execute("CREATE TABLE sales (store text, day date, amount float8, "
+        # numeric: the driver answers Decimal values, which training reads as numbers.
+        conn.execute("CREATE TABLE sales (store text, day date, amount numeric(12, 3), "
                      "promo integer)")
         with conn.cursor() as cur:
             cur.executemany("INSERT INTO sales VALUES (%s, %s, %s, %s)", [
