@@ -6,6 +6,9 @@ statement itself. Both end in ``services.training.create_model`` with the same s
 
 from __future__ import annotations
 
+from typing import Any
+
+from mindsdb_sql_parser.ast import Constant, Identifier
 from mindsdb_sql_parser.ast.mindsdb import CreatePredictor
 
 from ..errors import Unprocessable
@@ -14,7 +17,9 @@ from ..services.training import TrainingSpec
 from ..sql.errors import SqlError
 from .parser import parse_mindsdb, plain
 
-_TIME_SERIES_CLAUSES = ("order_by", "group_by", "window", "horizon")
+# The largest WINDOW and HORIZON accepted: beyond, a forecast is no forecast any more (and
+# the lag features of training would outgrow the rows).
+MAX_STEPS = 10_000
 
 
 def parse_create_model(query: str, project: str) -> TrainingSpec:
@@ -48,9 +53,6 @@ def training_spec(statement: CreatePredictor, project: str) -> TrainingSpec:
     targets = statement.targets or []
     if len(targets) != 1:
         raise Unprocessable("PREDICT must name exactly one column", title="Invalid PREDICT")
-    if any(getattr(statement, clause, None) for clause in _TIME_SERIES_CLAUSES):
-        raise Unprocessable("Time-series models (ORDER BY, GROUP BY, WINDOW, HORIZON) are not "
-                            "supported", title="Unsupported CREATE MODEL clause")
     if not statement.query_str:
         raise Unprocessable("CREATE MODEL needs the training data: "
                             "CREATE MODEL p.m FROM <data source> (SELECT …) PREDICT <column>",
@@ -61,4 +63,40 @@ def training_spec(statement: CreatePredictor, project: str) -> TrainingSpec:
         target=str(targets[0].parts[-1]), query=statement.query_str,
         source=str(source.parts[-1]) if source is not None else None,
         using={str(k).lower(): plain(v) for k, v in (statement.using or {}).items()},
-        if_not_exists=bool(statement.if_not_exists), replace=bool(statement.is_replace))
+        if_not_exists=bool(statement.if_not_exists), replace=bool(statement.is_replace),
+        timeseries=_timeseries(statement))
+
+
+def _timeseries(statement: CreatePredictor) -> dict[str, Any] | None:
+    """ORDER BY, GROUP BY, WINDOW and HORIZON as plain values (None: a tabular model)."""
+    order, group = statement.order_by or [], statement.group_by or []
+    window, horizon = statement.window, statement.horizon
+    if not order:
+        if group or window is not None or horizon is not None:
+            raise Unprocessable("GROUP BY, WINDOW and HORIZON make a forecasting model, which "
+                                "needs ORDER BY <time column>", title="ORDER BY required")
+        return None
+    if len(order) != 1 or not isinstance(order[0].field, Identifier):
+        raise Unprocessable("ORDER BY of a forecasting model names one column (the time)",
+                            title="Invalid ORDER BY")
+    names = []
+    for item in group:
+        if not isinstance(item, Identifier):
+            raise Unprocessable(f"GROUP BY of a forecasting model names columns, not "
+                                f"{item.to_string()}", title="Invalid GROUP BY")
+        names.append(str(item.parts[-1]))
+    return {"order": str(order[0].field.parts[-1]), "group": names,
+            "window": _steps("WINDOW", window), "horizon": _steps("HORIZON", horizon) or 1}
+
+
+def _steps(clause: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, Constant):
+        value = value.value
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEPS:
+        raise Unprocessable(f"{clause} must be a whole number of steps from 1 to {MAX_STEPS}, "
+                            f"not {value!r}", title=f"Invalid {clause}")
+    return value

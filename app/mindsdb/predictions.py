@@ -19,6 +19,7 @@ from mindsdb_sql_parser.ast import (
     Select,
     Star,
 )
+from mindsdb_sql_parser.ast.mindsdb.latest import Latest
 
 from ..errors import ModelNotFound
 from ..federation import run as federation
@@ -123,12 +124,22 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
                        "is predicted")
     model_alias = _alias(right, model.name)
     source, left_sql, left_alias = _left_side(left, ctx)
+    forecasting = bool((model.training_options or {}).get("timeseries"))
     pushed, kept = [], []
     for condition in _conjuncts(statement.where):
+        if _is_latest(condition):
+            if not forecasting:
+                raise SqlError(ErrorCode.UNSUPPORTED,
+                               f"LATEST compares with the end of a series: model "
+                               f"'{model.name}' is no forecasting model (CREATE MODEL … "
+                               "ORDER BY … HORIZON …)")
+            continue  # the forecast starts after each series' latest row: nothing to filter
         (pushed if _on_left(condition, left_alias, model_alias, _output_names(model))
          else kept).append(condition)
     outer = Select(targets=[Star()], from_table=left_sql, where=_and(pushed))
-    if not kept and not statement.order_by and statement.limit is not None:
+    # A forecast reads each series' whole history: a LIMIT applies to its answer.
+    if not kept and not statement.order_by and statement.limit is not None \
+            and not forecasting:
         outer.limit = statement.limit
         outer.offset = statement.offset
         statement.offset = None  # applied by the data source
@@ -142,6 +153,13 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
         columns, rows = fetch_rows(data_source.name, outer.to_string(),
                                    max_rows=data_source.max_rows, registry=registry)
     inputs = [dict(zip(columns, row, strict=True)) for row in rows]
+    if forecasting:
+        if not inputs:
+            # No history for the series asked: the groups the WHERE names by equality are
+            # forecast from the training rows (an unknown one is an error naming it).
+            inputs = [_named_group(pushed)]
+        return _forecast_join(statement, project, model, inputs, left_alias, model_alias,
+                              kept, ctx)
     # A table lacking an input column is a wrong shape (422); a value the model cannot read
     # only makes its own row's prediction flag it as unknown.
     predicted = _predict(project, model, inputs, whole_columns=True)
@@ -160,6 +178,45 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
     statement.where = _and(kept)
     names, out = run_select(statement, relation)
     return table_body(names, out, ctx)
+
+
+def _named_group(conditions: list[Any]) -> dict[str, Any]:
+    """``t.g = 'x'`` conditions as the row {g: 'x'}; others (a time range) are left out."""
+    row: dict[str, Any] = {}
+    for condition in conditions:
+        if isinstance(condition, BinaryOperation) and condition.op == "=":
+            try:
+                row.update(equality_row(condition))
+            except SqlError:
+                continue
+    if not row:
+        raise SqlError(ErrorCode.QUERY_FAILED,
+                       "The table joined with the forecasting model has no rows for the "
+                       "series asked and the WHERE names no group: nothing to forecast from")
+    return row
+
+
+def _is_latest(condition: Any) -> bool:
+    """``t.t > LATEST`` (MindsDB's: forecast after the latest row of each series)."""
+    return isinstance(condition, BinaryOperation) and \
+        any(isinstance(arg, Latest) for arg in condition.args)
+
+
+def _forecast_join(statement: Select, project: str, model: MLModel,
+                   history: list[dict[str, Any]], left_alias: str, model_alias: str,
+                   kept: list[Any], ctx: Context) -> Body:
+    """The next HORIZON rows of each series the history rows hold. Their columns answer to
+    both aliases (``t.store`` and ``m.store`` are the same value), listed once by ``*``."""
+    forecast = _predict(project, model, history)
+    names = list(forecast[0]) if forecast else []
+    relation = Relation(
+        [Column(n, model_alias) for n in names]
+        + [Column(n, left_alias, in_star=False) for n in names],
+        [tuple(p.get(n) for n in names) * 2 for p in forecast],
+        prefer=model_alias, qualifiers={left_alias.lower(), model_alias.lower()})
+    statement.where = _and(kept)
+    out_names, out = run_select(statement, relation)
+    return table_body(out_names, out, ctx)
 
 
 def _federated_rows(sql: str, ctx: Context) -> tuple[list[str], list[tuple]]:

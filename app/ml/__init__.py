@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .training import TrainResult
 
 __all__ = ["METRICS", "PROBLEMS", "LoadedModel", "PredictionError", "TrainResult",
-           "TrainingError", "load_model", "predict", "preload", "train"]
+           "TrainingError", "load_model", "predict", "preload", "train", "train_forecast"]
 
 
 def preload() -> None:
@@ -28,6 +28,13 @@ def train(*args: Any, **kwargs: Any) -> TrainResult:
     from .training import train as _train
 
     return _train(*args, **kwargs)
+
+
+def train_forecast(*args: Any, **kwargs: Any) -> TrainResult:
+    """A forecasting model (ORDER BY … HORIZON …): see forecast.py."""
+    from .prediction import train_forecast as _train_forecast
+
+    return _train_forecast(*args, **kwargs)
 
 
 def load_model(*args: Any, **kwargs: Any) -> LoadedModel:

@@ -12,11 +12,12 @@ import joblib
 import numpy as np
 import pandas as pd
 
+from . import forecast as forecasting
 from .columns import NUMERIC, ColumnInfo, UnknownValue, coerce_value
 from .errors import PredictionError
 from .fastpath import FastModel, compile_model
 from .threads import one_openmp_thread
-from .training import ARTIFACT_FORMAT
+from .training import ARTIFACT_FORMAT, TrainResult
 
 # The nominal coverage of the regression interval (5th to 95th percentile of residuals).
 INTERVAL_LEVEL = 0.9
@@ -39,9 +40,20 @@ class LoadedModel:
     fast: FastModel | None = None
 
 
-def load_model(artifact: bytes) -> LoadedModel:
-    """Unpack an artifact written by ``train``."""
+def train_forecast(frame: pd.DataFrame, target: str, options: dict[str, Any], *,
+                   time_budget_s: float | None = None) -> TrainResult:
+    """A forecasting model, in the result shape of tabular training."""
+    artifact, accuracy, description = forecasting.train(frame, target, options,
+                                                        time_budget_s=time_budget_s)
+    return TrainResult(artifact=artifact, accuracy=accuracy, description=description,
+                       problem="forecasting", training_rows=len(frame))
+
+
+def load_model(artifact: bytes) -> LoadedModel | forecasting.Forecaster:
+    """Unpack an artifact written by ``train`` or ``train_forecast``."""
     bundle = joblib.load(io.BytesIO(artifact))
+    if isinstance(bundle, dict) and bundle.get("kind") == forecasting.KIND:
+        return bundle["forecaster"]
     if not isinstance(bundle, dict) or bundle.get("format") != ARTIFACT_FORMAT:
         raise PredictionError("The stored model was written by an incompatible version; "
                               "retrain it")
@@ -60,8 +72,9 @@ def load_model(artifact: bytes) -> LoadedModel:
                        interval=bundle["interval"], fast=fast)
 
 
-def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]], *,
-            whole_columns: bool = False) -> list[dict[str, Any]]:
+def predict(artifact: bytes | LoadedModel | forecasting.Forecaster,
+            rows: list[dict[str, Any]], *, whole_columns: bool = False
+            ) -> list[dict[str, Any]]:
     """Each row plus ``<target>``, ``<target>_confidence`` and ``<target>_explain``.
 
     A value the model cannot read as its column's kind, a category it has not seen, or a
@@ -70,7 +83,12 @@ def predict(artifact: bytes | LoadedModel, rows: list[dict[str, Any]], *,
     are kept in the answer but not used. ``whole_columns``: the rows are a table (a JOIN),
     so an input column that none of them has is a wrong shape, a PredictionError naming it.
     """
-    model = artifact if isinstance(artifact, LoadedModel) else load_model(artifact)
+    model = artifact if isinstance(artifact, LoadedModel | forecasting.Forecaster) \
+        else load_model(artifact)
+    if isinstance(model, forecasting.Forecaster):
+        # The rows are the history; the answer is the next HORIZON rows of each series.
+        with one_openmp_thread():
+            return forecasting.forecast(model, rows)
     if not rows:
         return []
     if whole_columns:

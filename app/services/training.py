@@ -64,6 +64,8 @@ class TrainingSpec:
     using: dict[str, Any] = field(default_factory=dict)  # USING as written, keys lower-cased
     if_not_exists: bool = False
     replace: bool = False        # CREATE OR REPLACE
+    # A forecasting model: {"order", "group": [...], "window", "horizon"}; None: tabular.
+    timeseries: dict[str, Any] | None = None
 
 
 def create_model(spec: TrainingSpec) -> MLModel:
@@ -150,7 +152,8 @@ def _check_new_query(project: Any, spec: RetrainSpec) -> None:
                                        target=base.predict, query=spec.query or "",
                                        source=spec.source))
     check_training_query(source, spec.query or "",
-                         (base.training_options or {}).get("target", base.predict))
+                         (base.training_options or {}).get("target", base.predict),
+                         (base.training_options or {}).get("timeseries"))
 
 
 def _base_version(versions: list[MLModel], spec: RetrainSpec) -> MLModel:
@@ -178,6 +181,8 @@ def _next_version(project: Any, base: MLModel, versions: list[MLModel],
     using.update(spec.using)
     options: dict[str, Any] = {"target": stored.get("target", base.predict),
                                "using": training_options(using)}
+    if stored.get("timeseries") is not None:  # a new version forecasts as the base did
+        options["timeseries"] = stored["timeseries"]
     if spec.query is not None:
         query = spec.query
         source = _source_name(TrainingSpec(project=spec.project, name=base.name,
@@ -269,7 +274,9 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
     project = get_project(spec.project, "write")
     name = validate_name("model", spec.name, error=Unprocessable)
     check_model_name(project.name, name)
-    options = {"target": spec.target, "using": training_options(spec.using)}
+    options: dict[str, Any] = {"target": spec.target, "using": training_options(spec.using)}
+    if spec.timeseries is not None:
+        options["timeseries"] = spec.timeseries
     source = _source_name(spec)
     # The training query runs later, in the background, without the caller: check now.
     access.require_source(source)
@@ -279,7 +286,7 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
             return existing, False
     # Before anything is written (OR REPLACE's delete too): a query that cannot train is
     # refused here, not recorded as a model in status error.
-    check_training_query(source, spec.query, spec.target)
+    check_training_query(source, spec.query, spec.target, spec.timeseries)
     if spec.replace:
         delete_versions(project.id, name)
 
@@ -321,9 +328,11 @@ def _source_name(spec: TrainingSpec) -> str:
     return source.name
 
 
-def check_training_query(source: str, query: str, target: str) -> None:
+def check_training_query(source: str, query: str, target: str,
+                         timeseries: dict[str, Any] | None = None) -> None:
     """422 unless ``query`` is a read statement the caller may run on ``source`` and returns
-    the column ``target``. Only the query's columns are read (``query_columns``), through
+    the column ``target`` (and a forecasting model's ORDER BY and GROUP BY columns). Only
+    the query's columns are read (``query_columns``), through
     the caller's view of the data sources, as POST /api/sql/query would run it."""
     try:
         columns = query_columns(source, query, registry=access.queryable_sources(),
@@ -331,15 +340,20 @@ def check_training_query(source: str, query: str, target: str) -> None:
     except SqlError as exc:
         raise Unprocessable(f"The training query cannot be run: {exc.message}",
                             title="Invalid training query") from None
-    # As training finds it: the exact name, or the one name that differs only in case
-    # (PostgreSQL folds unquoted names to lower case).
-    if target not in columns and \
-            len([c for c in columns if c.lower() == target.lower()]) != 1:
-        listed = ", ".join(columns) or "none"
-        message = (f"Column '{target}' (the PREDICT target) is not among the columns the "
-                   f"training query returns: {listed}")
-        raise Unprocessable(message, title="Unknown PREDICT column",
-                            errors={"predict": [message]})
+    wanted = [("predict", "the PREDICT target", target)]
+    if timeseries is not None:
+        wanted.append(("order_by", "the ORDER BY column", timeseries["order"]))
+        wanted += [("group_by", "a GROUP BY column", g) for g in timeseries["group"]]
+    for key, role, name in wanted:
+        # As training finds it: the exact name, or the one name that differs only in case
+        # (PostgreSQL folds unquoted names to lower case).
+        if name not in columns and \
+                len([c for c in columns if c.lower() == name.lower()]) != 1:
+            listed = ", ".join(columns) or "none"
+            message = (f"Column '{name}' ({role}) is not among the columns the "
+                       f"training query returns: {listed}")
+            title = "Unknown PREDICT column" if key == "predict" else "Unknown column"
+            raise Unprocessable(message, title=title, errors={key: [message]})
 
 
 def _qualified_source(query: str, registry: SourceRegistry) -> str:
@@ -471,6 +485,9 @@ def _fit(model: MLModel, frame: pd.DataFrame) -> ml.TrainResult:
     """Train on ``frame`` with the model's USING options."""
     options = model.training_options or {}
     using = options.get("using", {})
+    if options.get("timeseries") is not None:
+        return ml.train_forecast(frame, options.get("target", model.predict),
+                                 options["timeseries"], time_budget_s=using.get("time_budget_s"))
     return ml.train(frame, options.get("target", model.predict), problem=using.get("problem"),
                     validation_fraction=using.get("validation_fraction",
                                                   DEFAULT_VALIDATION_FRACTION),

@@ -234,3 +234,48 @@ def test_objects_quarry_does_not_have_say_so(url):
             project.query(sql).fetch()
     # Everything else still works on the same connection.
     assert len(project.query("SELECT * FROM demo.iris LIMIT 2").fetch()) == 2
+
+
+@pytest.fixture(scope="module")
+def ts_url(tmp_path_factory, session_dir):
+    """Quarry under gunicorn with a SQLite data source of two weekly-seasonal daily series."""
+    import math
+    import sqlite3
+
+    tmp = tmp_path_factory.mktemp("sdk_ts")
+    conn = sqlite3.connect(tmp / "ts.db")
+    conn.execute("CREATE TABLE visits (site TEXT, day TEXT, n REAL)")
+    conn.executemany("INSERT INTO visits VALUES (?, ?, ?)", [
+        (site, str(pd.Timestamp("2024-01-01") + pd.Timedelta(days=d))[:10],
+         50 + 30 * s + 10 * math.sin(2 * math.pi * d / 7) + (d % 3))
+        for s, site in enumerate(("a", "b")) for d in range(70)])
+    conn.commit()
+    conn.close()
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+                     QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
+                     QUARRY_DATA_SOURCES=f'{{"tsdb": "sqlite:///{tmp}/ts.db"}}',
+                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="1", QUARRY_THREADS="4")
+    flask(env, "db", "upgrade")
+    with serving(env, tmp) as server:
+        yield server.url
+
+
+def test_forecasting_model_with_timeseries_options(ts_url):
+    project = mindsdb_sdk.connect(ts_url).projects.create("sdk_ts")
+    model = project.models.create(
+        "visits_m", predict="n", query="SELECT site, day, n FROM visits", database="tsdb",
+        timeseries_options={"order": "day", "group": "site", "window": 14, "horizon": 5},
+        options={"join_learn_process": True, "time_budget_s": 10})
+    assert model.data["status"] == "complete", model.data
+    info = model.describe("info")
+    assert info.loc[0, "problem"] == "forecasting"
+    accuracies = info.loc[0, "accuracies"]
+    assert accuracies["mase"] <= accuracies["seasonal_naive"]["mase"]
+    # LATEST per group: the JOIN the client sends, with its WHERE.
+    rows = project.query("SELECT m.site, m.day, m.n, m.n_lower, m.n_upper "
+                         "FROM tsdb.visits AS t JOIN sdk_ts.visits_m AS m "
+                         "WHERE t.day > LATEST AND t.site = 'b'").fetch()
+    assert len(rows) == 5 and set(rows.site) == {"b"}
+    assert list(rows.day.astype(str).str[:10]) == [
+        "2024-03-11", "2024-03-12", "2024-03-13", "2024-03-14", "2024-03-15"]
+    assert ((rows.n_lower <= rows.n) & (rows.n <= rows.n_upper)).all()

@@ -137,6 +137,20 @@ def test_a_worker_trains_and_the_web_process_does_not(web, workers):
     assert "Loky-backed" not in log and "n_jobs=1" not in log, log
 
 
+def test_a_worker_trains_a_forecasting_model(web, workers):
+    _, client = web
+    # The rows of diabetes in their stored order, as one series on integer steps.
+    response = create(client, "CREATE MODEL p1.fc FROM demo (SELECT rowid AS n, progression "
+                              "FROM diabetes) PREDICT progression ORDER BY n HORIZON 3 "
+                              "USING time_budget_s = 5")
+    assert response.status_code == 201 and response.get_json()["status"] == "generating"
+    record = wait_for(client, "fc", timeout_s=60)
+    assert record["status"] == "complete", record
+    assert f":{os.getpid()}:" not in record["progress"]["trainer"]
+    rows = client.post("/api/projects/p1/models/fc/predict", json={"data": []}).get_json()
+    assert [r["n"] for r in rows] == [443, 444, 445]
+
+
 def _training_pid(client, name: str) -> int:
     record = wait_for(client, name, statuses=("training",), timeout_s=60)
     assert record["status"] == "training", record

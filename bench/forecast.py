@@ -1,0 +1,192 @@
+"""Forecasting models (issue 24): Quarry's forecast against the seasonal naive forecast and
+the best statsmodels model chosen in hindsight, on public series shipped inside installed
+packages (``statsmodels.datasets``, no network) and on 1 000 synthetic series.
+
+For each public series, at 3 final origins (the last 3·h points, h apart), Quarry
+(``app.ml.forecast.train``: the code the service runs, with its rolling-origin choice) is
+trained on the points before the origin and forecasts the next h; so do the seasonal naive
+forecast and, fitted on the same points, statsmodels' ETS (Holt-Winters, damped trend) and
+Theta. Reported per series: the mean MASE of each over the origins (scaled by the training
+points' seasonal naive error), Quarry / seasonal naive and Quarry / the best of the others
+in hindsight, and the coverage of Quarry's 90 % interval on the held-out points.
+
+Then on 1 000 synthetic daily series × 200 points (weekly season, trend, noise): training
+time and the MASE ratio; and the time of one forecast of one series (h = 12) from its
+history, median of 50.
+
+    .venv/bin/python bench/forecast.py [--series 1000] [--budget SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from app.ml import forecast, prediction  # noqa: E402
+
+ORIGINS = 3
+
+
+def public_series() -> list[tuple[str, pd.DataFrame, int, int]]:
+    """(name, frame of t and y, horizon, season) of each public series."""
+    import statsmodels.api as sm
+
+    out = []
+    co2 = sm.datasets.co2.load_pandas().data["co2"].resample("MS").mean().interpolate()
+    out.append(("co2 monthly", pd.DataFrame({"t": co2.index, "y": co2.to_numpy()}), 12, 12))
+    sun = sm.datasets.sunspots.load_pandas().data
+    out.append(("sunspots yearly", pd.DataFrame({"t": sun.YEAR.astype(int),
+                                                 "y": sun.SUNACTIVITY}), 10, 11))
+    nino = sm.datasets.elnino.load_pandas().data.melt(id_vars="YEAR", var_name="m",
+                                                      value_name="y")
+    months = {m: i + 1 for i, m in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL",
+                                              "AUG", "SEP", "OCT", "NOV", "DEC"])}
+    nino["t"] = pd.to_datetime({"year": nino.YEAR.astype(int), "month": nino.m.map(months),
+                                "day": 1})
+    out.append(("elnino monthly", nino[["t", "y"]].sort_values("t"), 12, 12))
+    nile = sm.datasets.nile.load_pandas().data
+    out.append(("nile yearly", pd.DataFrame({"t": nile.year.astype(int), "y": nile.volume}),
+                10, 1))
+    macro = sm.datasets.macrodata.load_pandas().data
+    stamps = pd.to_datetime({"year": macro.year.astype(int),
+                             "month": (macro.quarter.astype(int) - 1) * 3 + 1, "day": 1})
+    out.append(("realgdp quarterly", pd.DataFrame({"t": stamps, "y": macro.realgdp}), 8, 4))
+    return out
+
+
+def _scale(y: np.ndarray, m: int) -> float:
+    lag = m if m > 1 and len(y) > m else 1
+    return float(np.mean(np.abs(y[lag:] - y[:-lag])))
+
+
+def _others(y: np.ndarray, h: int, m: int) -> dict[str, np.ndarray]:
+    from statsmodels.tsa.forecasting.theta import ThetaModel
+    from statsmodels.tsa.holtwinters import ExponentialSmoothing
+
+    out = {"SeasonalNaive": np.array([y[-m:][i % m] for i in range(h)]) if m > 1
+           else np.repeat(y[-1], h)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        seasonal = "add" if m > 1 and len(y) >= 2 * m + 2 else None
+        out["ETS"] = np.asarray(ExponentialSmoothing(
+            y, trend="add", damped_trend=True, seasonal=seasonal,
+            seasonal_periods=m if seasonal else None,
+            initialization_method="estimated").fit().forecast(h))
+        out["Theta"] = np.asarray(ThetaModel(y, period=m if m > 1 else None,
+                                             deseasonalize=m > 1).fit().forecast(h))
+    return out
+
+
+def bench_public(budget: float) -> list[dict]:
+    rows = []
+    for name, frame, h, m in public_series():
+        frame = frame.reset_index(drop=True)
+        scores: dict[str, list[float]] = {}
+        hits, chosen, seconds = [], [], []
+        for k in range(ORIGINS, 0, -1):
+            cut = len(frame) - k * h
+            train, test = frame.iloc[:cut], frame.iloc[cut:cut + h]
+            y, truth = train.y.to_numpy(float), test.y.to_numpy(float)
+            scale = _scale(y, m)
+            started = time.perf_counter()
+            artifact, _, description = forecast.train(
+                train, "y", {"order": "t", "group": [], "window": None, "horizon": h},
+                time_budget_s=budget)
+            seconds.append(time.perf_counter() - started)
+            chosen.append(description["info"]["model"])
+            answer = prediction.predict(prediction.load_model(artifact),
+                                        train.to_dict("records"))
+            ours = np.array([r["y"] for r in answer])
+            low = np.array([r["y_lower"] for r in answer])
+            high = np.array([r["y_upper"] for r in answer])
+            hits.append(float(np.mean((truth >= low) & (truth <= high))))
+            scores.setdefault("Quarry", []).append(float(np.mean(np.abs(truth - ours)))
+                                                   / scale)
+            for other, values in _others(y, h, m).items():
+                scores.setdefault(other, []).append(float(np.mean(np.abs(truth - values)))
+                                                    / scale)
+        mean = {k: float(np.mean(v)) for k, v in scores.items()}
+        best_other = min((k for k in mean if k != "Quarry"), key=mean.get)
+        rows.append({"series": name, "points": len(frame), "h": h,
+                     "mase": {k: round(v, 3) for k, v in mean.items()},
+                     "vs_seasonal_naive": round(mean["Quarry"] / mean["SeasonalNaive"], 3),
+                     "vs_hindsight_best": round(mean["Quarry"] / mean[best_other], 3),
+                     "hindsight_best": best_other, "coverage_90": round(np.mean(hits), 3),
+                     "chosen": chosen, "train_s": round(float(np.mean(seconds)), 2)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def synthetic(series: int, points: int, seed: int = 7) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    days = pd.date_range("2023-01-01", periods=points, freq="D")
+    frames = []
+    for i in range(series):
+        level, trend = rng.uniform(20, 500), rng.normal(0, 0.2)
+        season = rng.uniform(0, 0.3) * level * np.sin(2 * np.pi * (np.arange(points)
+                                                                   + rng.integers(7)) / 7)
+        y = level + trend * np.arange(points) + season + rng.normal(0, 0.05 * level, points)
+        frames.append(pd.DataFrame({"g": f"s{i}", "t": days, "y": y}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def bench_synthetic(count: int, budget: float | None) -> dict:
+    frame = synthetic(count, 200)
+    started = time.perf_counter()
+    artifact, skill, description = forecast.train(
+        frame, "y", {"order": "t", "group": ["g"], "window": 28, "horizon": 12},
+        time_budget_s=budget)
+    train_s = time.perf_counter() - started
+    model = prediction.load_model(artifact)
+    history = frame[frame.g == "s3"].to_dict("records")
+    prediction.predict(model, history)  # first call: imports
+    times = []
+    for _ in range(50):
+        started = time.perf_counter()
+        prediction.predict(model, history)
+        times.append(time.perf_counter() - started)
+    info = description["info"]
+    result = {"series": count, "points": 200, "train_s": round(train_s, 1),
+              "chosen": info["model"], "mase": info["accuracies"]["mase"],
+              "seasonal_naive_mase": info["accuracies"]["seasonal_naive"]["mase"],
+              "skill": skill, "coverage_90_cv": info["accuracies"]["interval_coverage"],
+              "forecast_ms_median": round(1000 * float(np.median(times)), 1),
+              "candidates": [(r["name"], r["performance"], r["stopped"])
+                             for r in description["model"]]}
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--series", type=int, default=1000)
+    parser.add_argument("--budget", type=float, default=None)
+    args = parser.parse_args()
+    rows = bench_public(args.budget or 20.0)
+    synth = bench_synthetic(args.series, args.budget)
+    print()
+    print(f"{'series':<20} {'Quarry':>7} {'SNaive':>7} {'ETS':>7} {'Theta':>7} "
+          f"{'/SNaive':>8} {'/best':>6} {'cover':>6}  chosen")
+    for r in rows:
+        m = r["mase"]
+        print(f"{r['series']:<20} {m['Quarry']:>7} {m['SeasonalNaive']:>7} {m['ETS']:>7} "
+              f"{m['Theta']:>7} {r['vs_seasonal_naive']:>8} {r['vs_hindsight_best']:>6} "
+              f"{r['coverage_90']:>6}  {', '.join(r['chosen'])}")
+    print(f"\n{synth['series']} series x 200: training {synth['train_s']} s, chose "
+          f"{synth['chosen']}, CV MASE {synth['mase']} vs seasonal naive "
+          f"{synth['seasonal_naive_mase']}; one forecast (h=12) "
+          f"{synth['forecast_ms_median']} ms median")
+
+
+if __name__ == "__main__":
+    main()
