@@ -9,6 +9,7 @@ from . import (
     auth,
     console,
     databases,
+    files,
     models,
     openapi,
     projects,
@@ -32,6 +33,7 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(status.metrics_blp)
     api.register_blueprint(unsupported.blp)
     api.register_blueprint(databases.blp)
+    api.register_blueprint(files.blp)
     api.register_blueprint(console.blp)
     # The published interface documents skills and agents without the /api prefix too:
     # the same blueprints (same handlers) registered a second time under another name.

@@ -13,6 +13,7 @@ from ..rules.names import DEFAULT_PROJECT
 from ..services import access, audit
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
+from ..sql.files import FILES_DIALECT
 from ..sql.gate import check_count_params, gate
 from ..sql.running import Statement
 from ..sql.sources import unknown_source
@@ -119,6 +120,9 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
         # Unreachable through the caller's view (a source it may not query does not exist
         # there); kept as the last guard, answering as for a missing source.
         raise unknown_source(gated.source.name, registry.names())
+    if gated.source is not None and gated.source.dialect == FILES_DIALECT:
+        # Uploaded files have no database: the federation engine reads them in place.
+        return _federated(query, registry, db, timeout_s, statement, stream, reached)
     check_count_params(gated, params)
     target = gated.source or registry.constants
     if statement is not None:
