@@ -183,7 +183,8 @@ def _encoding(source: str) -> str:
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 4:  # not merely a character cut at the end of the MiB
+        # Not merely a character cut at the end of the first MiB.
+        if len(head) < (1 << 20) or exc.start < len(head) - 4:
             return "latin-1"
     return "utf-8"
 
