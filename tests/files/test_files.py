@@ -174,5 +174,10 @@ def test_the_row_cap_holds_with_truncated(make_app, files_dir):
     assert body["data"] == [[2666], [2759]] and body["truncated"] is True
 
 
-def test_files_is_a_data_source(client):
+def test_files_is_a_data_source_whose_tables_are_the_files(client):
     assert ["files"] in sql(client, "SHOW DATABASES")["data"]
+    assert put(client, "rentals", RENTALS).status_code == 200
+    assert put(client, "b2", b"a\n1\n").status_code == 200
+    body = sql(client, "SHOW TABLES FROM files")
+    assert body["column_names"] == ["Tables_in_files"]
+    assert body["data"] == [["b2"], ["rentals"]]
