@@ -31,12 +31,7 @@ def list_files():
 @blp.problems(403, 413, 422)
 def upload_file(args, name):
     """Upload a file (multipart/form-data, part ``file``) as the table files.<name>."""
-    service.check_name(name)  # before a byte of the body is read
-    upload = _read_upload(args)
-    try:
-        return service.upload_file(name, upload)
-    finally:
-        service.discard(upload.path)
+    return service.upload_file(name, lambda: _read_upload(args))
 
 
 @blp.route("/<path:name>", methods=["DELETE"])

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -53,10 +54,21 @@ def discard(path: str | None) -> None:
     storage.discard(path)
 
 
-def upload_file(name: str, upload: Upload) -> dict[str, Any]:
-    """Store ``upload`` as the table ``files.<name>``; its listing entry."""
+def upload_file(name: str, read: Callable[[], Upload]) -> dict[str, Any]:
+    """Store the upload ``read()`` reads as the table ``files.<name>``; its listing entry.
+
+    The name and the caller's rights are checked before ``read`` takes a byte of the body.
+    """
     check_name(name)
     access.require_admin("upload files")
+    upload = read()
+    try:
+        return _store(name, upload)
+    finally:
+        storage.discard(upload.path)
+
+
+def _store(name: str, upload: Upload) -> dict[str, Any]:
     key = name_key(name)
     fetched = None
     try:
@@ -100,8 +112,20 @@ def _convert(path: str, upload: Upload, key: str) -> storage.Converted:
 
 
 def list_files() -> list[dict[str, Any]]:
+    """The uploaded files; none for a caller who may not query the data source files
+    (a source one may not query does not exist for one)."""
+    if not access.may_query(storage.FILES_SOURCE):
+        return []
     rows = db.session.scalars(select(UploadedFile).order_by(UploadedFile.name_key))
     return [_entry(row) for row in rows]
+
+
+def file_tables() -> list[dict[str, Any]]:
+    """The files as tables with their columns and types (the console's completion)."""
+    return [{"name": f["name"],
+             "columns": [{"name": c, "type": t}
+                         for c, t in storage.file_schema(name_key(f["name"]))]}
+            for f in list_files()]
 
 
 def delete_file(name: str) -> None:

@@ -228,6 +228,14 @@ def file_columns(name_key: str) -> list[str]:
                        f"PUT /api/files/{name_key})") from None
 
 
+def file_schema(name_key: str) -> list[tuple[str, str]]:
+    """(column, type) of a stored file, the types as Arrow names them."""
+    try:
+        return [(f.name, str(f.type)) for f in pq.read_schema(stored_path(name_key))]
+    except FileNotFoundError:  # deleted since it was listed
+        return []
+
+
 class FilesPolicy(FunctionPolicy):
     """DuckDB's table functions that read paths or URLs are refused by name (the engine
     cannot reach a path anyway: its external access is off)."""

@@ -5,6 +5,7 @@ adding a route means deciding who may use it. docs/access.md shows the same tabl
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 from collections.abc import Callable
@@ -48,6 +49,8 @@ class Case:
     query: dict[str, str] = field(default_factory=dict)
     # Run by the admin before each role's call (a fresh object for a delete, …).
     prepare: Callable[[Any, str], None] | None = None
+    # A multipart form (made anew for each call: its file part is read once).
+    form: Callable[[], dict[str, Any]] | None = None
 
 
 def _skill(name="s"):
@@ -87,6 +90,15 @@ def _prepare_database(m, tag):
 
 def _prepare_saved(m, tag):
     m.admin("POST", "/api/console/projects/p/saved", {"name": f"q_{tag}", "statement": "SELECT 1"})
+
+
+def _csv_form() -> dict[str, Any]:
+    return {"file": (io.BytesIO(b"a,b\n1,2\n"), "t.csv"), "source_type": "file"}
+
+
+def _prepare_file(m, tag):
+    response = m.call("admin", "PUT", f"/api/files/f_{tag}", form=_csv_form)
+    assert response.status_code == 200, response.get_data(as_text=True)
 
 
 def _database(name):
@@ -175,6 +187,10 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
         ("databases.delete_database", "DELETE"): Case(
             ADMIN_DELETE, f"/api/databases/{RDB}_{tag}", prepare=_prepare_database),
         ("databases.list_tables", "GET"): Case(ADMIN_READ, f"/api/databases/{RDB}/tables"),
+        ("files.list_files", "GET"): Case(SIGNED, "/api/files/"),
+        ("files.upload_file", "PUT"): Case(ADMIN, f"/api/files/u_{tag}", form=_csv_form),
+        ("files.delete_file", "DELETE"): Case(ADMIN_DELETE, f"/api/files/f_{tag}",
+                                              prepare=_prepare_file),
         ("unsupported.knowledge_bases", "GET"): Case(NOT_SUPPORTED, f"{P}/knowledge_bases"),
         ("unsupported.knowledge_bases", "POST"): Case(NOT_SUPPORTED, f"{P}/knowledge_bases",
                                                       {}),
@@ -221,7 +237,12 @@ class Matrix:
                 token = auth_service.create_token(user, "matrix")[1]
                 self.headers[role] = {"Authorization": f"Bearer {token}"}
 
-    def call(self, role: str, method: str, path: str, json: Any = None, query=None):
+    def call(self, role: str, method: str, path: str, json: Any = None, query=None,
+             form: Callable[[], dict[str, Any]] | None = None):
+        if form is not None:
+            return self.client.open(path, method=method, data=form(), query_string=query,
+                                    headers=self.headers[role],
+                                    content_type="multipart/form-data")
         return self.client.open(path, method=method, json=json, query_string=query,
                                 headers=self.headers[role])
 
@@ -271,7 +292,7 @@ def test_every_route_has_a_rule_and_every_role_gets_it(matrix):
             case = cases(role, "/api" if prefixed else "", tag)[(endpoint, method)]
             if case.prepare is not None:
                 case.prepare(matrix, tag)
-            response = matrix.call(role, method, case.path, case.json, case.query)
+            response = matrix.call(role, method, case.path, case.json, case.query, case.form)
             if response.status_code != case.expect[index]:
                 failures.append(f"{role:9} {method:6} {case.path}: {response.status_code}, "
                                 f"expected {case.expect[index]} "

@@ -181,3 +181,14 @@ def test_files_is_a_data_source_whose_tables_are_the_files(client):
     body = sql(client, "SHOW TABLES FROM files")
     assert body["column_names"] == ["Tables_in_files"]
     assert body["data"] == [["b2"], ["rentals"]]
+
+
+def test_files_are_listed_with_their_columns_for_the_console_and_databases(client):
+    assert put(client, "rentals", RENTALS).status_code == 200
+    schema = client.get("/api/console/schema").get_json()
+    files = next(s for s in schema["data_sources"] if s["name"] == "files")
+    assert files["tables"] == [{"name": "rentals", "columns": [
+        {"name": "sqft", "type": "int64"}, {"name": "rooms", "type": "int64"},
+        {"name": "location", "type": "string"}, {"name": "rent", "type": "int64"}]}]
+    tables = client.get("/api/databases/files/tables").get_json()
+    assert tables == [{"name": "rentals", "type": "data"}]
