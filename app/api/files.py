@@ -42,6 +42,11 @@ def delete_file(name):
     service.delete_file(name)
 
 
+# Largest form field held in memory (the file part is not: it goes to disk). Werkzeug also
+# checks its parse buffer against it, which holds one 64 KiB read and a bit more.
+_FIELD_BYTES = 1024 * 1024
+
+
 def _read_upload(args: dict[str, Any]) -> service.Upload:
     """The form, with its file part written straight into the files folder as it arrives
     (never held in memory, and never copied again: the converter reads it there)."""
@@ -59,7 +64,7 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
     # little is refused as it arrives, before it is all written.
     request.max_content_length = limit + 64 * 1024
     parser = FormDataParser(stream_factory=target, max_content_length=limit + 64 * 1024,
-                            max_form_memory_size=64 * 1024)
+                            max_form_memory_size=_FIELD_BYTES)
     try:
         _, form, files = parser.parse(request.stream, request.mimetype,
                                       request.content_length, request.mimetype_params)
