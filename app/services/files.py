@@ -106,9 +106,12 @@ def _store(name: str, upload: Upload) -> dict[str, Any]:
 def _convert(path: str, upload: Upload, key: str) -> storage.Converted:
     try:
         kind = storage.sniff_format(path, upload.original_name, upload.sheet)
-        return storage.convert(path, kind, key, current_app.config["FEDERATION_THREADS"])
+        return storage.convert(path, kind, key)
     except storage.FileFormatError as exc:
         raise Unprocessable(str(exc), title="Malformed file") from None
+    except storage.ConversionTooLarge as exc:
+        raise PayloadTooLarge(f"The file cannot be converted within the converter's memory "
+                              f"limit: {exc}") from None
 
 
 def list_files() -> list[dict[str, Any]]:
