@@ -16,6 +16,7 @@ from . import (
     skills,
     sql,
     status,
+    tree,
     unsupported,
 )
 
@@ -34,6 +35,7 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(unsupported.blp)
     api.register_blueprint(databases.blp)
     api.register_blueprint(files.blp)
+    api.register_blueprint(tree.blp)
     api.register_blueprint(console.blp)
     # The published interface documents skills and agents without the /api prefix too:
     # the same blueprints (same handlers) registered a second time under another name.

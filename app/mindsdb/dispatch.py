@@ -19,7 +19,9 @@ from ..sql.running import Statement
 from ..sql.sources import unknown_source
 from ..sql.stream import TableStream, open_stream
 from ..telemetry import current_metrics
+from .context import Context
 from .router import service_statement
+from .views import expand as expand_views
 
 __all__ = ["account_stream", "execute_sql", "error_body"]
 
@@ -104,6 +106,10 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None, statement: Statement | None,
                     stream: bool, reached: list[str]) -> dict[str, Any] | TableStream:
     registry = access.queryable_sources()
+    # Views are expanded into the statement first: what follows (the gate, the caller's
+    # rights on each data source, the federation) holds for the expanded text.
+    query = expand_views(query, db, Context(db=db, registry=registry, params=params)) \
+        or query
     target = federation.explained(query)
     if target is not None and _names_several_sources(target, registry, db):
         return _federated_explain(target, registry, db, timeout_s, statement)

@@ -201,8 +201,8 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
                                                        f"{P}/knowledge_bases/k"),
         ("unsupported.knowledge_base_completion", "POST"): Case(
             NOT_SUPPORTED, f"{P}/knowledge_bases/k/completions", {}),
-        ("unsupported.tree", "GET"): Case(NOT_SUPPORTED, "/api/tree"),
-        ("unsupported.tree_item", "GET"): Case(NOT_SUPPORTED, "/api/tree/p"),
+        ("tree.list_tree", "GET"): Case(SIGNED, "/api/tree"),
+        ("tree.list_tree_item", "GET"): Case(READ, "/api/tree/p"),
         # Streamed answers' running statements: each user sees and stops their own.
         ("sql.list_queries", "GET"): Case(SIGNED, "/api/sql/queries"),
         ("sql.cancel_query", "DELETE"): Case(NO_FILE, "/api/sql/queries/nothing-runs"),
