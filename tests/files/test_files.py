@@ -207,3 +207,18 @@ def test_a_file_larger_than_the_form_buffers_uploads(client):
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.get_json()["row_count"] == 300_000
     assert sql(client, "SELECT count(DISTINCT grp) AS n FROM files.big")["data"] == [[7]]
+
+
+def test_a_model_is_trained_from_a_file(client):
+    rows = "".join(f"{800 + i * 13},{1 + i % 5},{['good', 'great', 'poor'][i % 3]},"
+                   f"{1500 + i * 20 + (i % 5) * 100}\n" for i in range(60))
+    assert put(client, "rentals", ("sqft,rooms,location,rent\n" + rows).encode()
+               ).status_code == 200
+    body = sql(client, "CREATE MODEL mindsdb.rent_m FROM files (SELECT * FROM rentals) "
+                       "PREDICT rent USING join_learn_process = true")
+    assert body["type"] == "table", body
+    status = sql(client, "SELECT status FROM mindsdb.models WHERE name = 'rent_m'")
+    assert status["data"] == [["complete"]]
+    predicted = sql(client, "SELECT rent FROM mindsdb.rent_m WHERE sqft = 1000 AND "
+                            "rooms = 2 AND location = 'good'")["data"]
+    assert 1500 < predicted[0][0] < 4000
