@@ -15,6 +15,7 @@ from . import (
     projects,
     skills,
     sql,
+    sqlviews,
     status,
     tree,
     unsupported,
@@ -36,6 +37,7 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(databases.blp)
     api.register_blueprint(files.blp)
     api.register_blueprint(tree.blp)
+    api.register_blueprint(sqlviews.blp)
     api.register_blueprint(console.blp)
     # The published interface documents skills and agents without the /api prefix too:
     # the same blueprints (same handlers) registered a second time under another name.

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlglot import exp
 
 from ..errors import NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
 from ..extensions import db
@@ -40,6 +41,7 @@ def create_view(project_name: str, name: str, query: str, database: str | None =
     validate_name("view", name)
     project = get_project(project_name, "write")
     _check_statement(query, database)
+    _check_cycle(project.name, query, database, {name_key(name)}, 0)
     row = _find(project, name)
     if row is not None and not replace:
         raise NameTaken("View", name, project.name)
@@ -104,6 +106,41 @@ def object_tree(item: str | None = None) -> list[dict[str, Any]]:
             *({"name": n, "class": "table", "type": "model"} for n in models),
             *({"name": v["name"], "class": "table", "type": "view"}
               for v in list_views(item))]
+
+
+def get_view(project_name: str, name: str) -> dict[str, Any]:
+    project = get_project(project_name, "read")
+    row = _find(project, name)
+    if row is None:
+        raise ViewNotFound(name, project.name)
+    return _entry(row)
+
+
+def update_view(project_name: str, name: str, query: str) -> dict[str, Any]:
+    """Replace the statement of an existing view (PUT); 404 when there is none."""
+    project = get_project(project_name, "write")
+    row = _find(project, name)
+    if row is None:
+        raise ViewNotFound(name, project.name)
+    return create_view(project.name, row.name, query, row.database, replace=True)
+
+
+def _check_cycle(project: str, query: str, database: str | None, visiting: set[str],
+                 depth: int) -> None:
+    """Unprocessable when the views ``query`` reads (in ``project``) read a view of
+    ``visiting``: such a view could never be read."""
+    for table in parse_single(query, None).find_all(exp.Table):
+        in_project = table.db.lower() == project.lower() if table.db else database is None
+        if table.catalog or not in_project:
+            continue
+        key = table.name.lower()
+        if key in visiting or depth > 16:
+            raise Unprocessable(f"View {project}.{table.name} reads itself",
+                                title="Invalid view")
+        view = find_view(project, table.name)
+        if view is not None:
+            _check_cycle(project, view["query"], view["database"], visiting | {key},
+                         depth + 1)
 
 
 def _check_statement(query: str, database: str | None) -> None:

@@ -92,6 +92,14 @@ def _prepare_saved(m, tag):
     m.admin("POST", "/api/console/projects/p/saved", {"name": f"q_{tag}", "statement": "SELECT 1"})
 
 
+def _prepare_view(m, tag):
+    m.admin("POST", "/api/projects/p/views", _view(f"d_{tag}"))
+
+
+def _view(name: str) -> dict[str, Any]:
+    return {"view": {"name": name, "query": "SELECT 1 AS x"}}
+
+
 def _csv_form() -> dict[str, Any]:
     return {"file": (io.BytesIO(b"a,b\n1,2\n"), "t.csv"), "source_type": "file"}
 
@@ -187,6 +195,13 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
         ("databases.delete_database", "DELETE"): Case(
             ADMIN_DELETE, f"/api/databases/{RDB}_{tag}", prepare=_prepare_database),
         ("databases.list_tables", "GET"): Case(ADMIN_READ, f"/api/databases/{RDB}/tables"),
+        ("views.list_views", "GET"): Case(READ, f"{P}/views"),
+        ("views.create_view", "POST"): Case(CREATE, f"{P}/views", _view(f"v_{tag}")),
+        ("views.get_view", "GET"): Case(READ, f"{P}/views/v"),
+        ("views.update_view", "PUT"): Case(WRITE, f"{P}/views/v",
+                                           {"view": {"query": "SELECT 2 AS x"}}),
+        ("views.delete_view", "DELETE"): Case(DELETE, f"{P}/views/d_{tag}",
+                                              prepare=_prepare_view),
         ("files.list_files", "GET"): Case(SIGNED, "/api/files/"),
         ("files.upload_file", "PUT"): Case(ADMIN, f"/api/files/u_{tag}", form=_csv_form),
         ("files.delete_file", "DELETE"): Case(ADMIN_DELETE, f"/api/files/f_{tag}",
@@ -277,6 +292,7 @@ def matrix(make_auth_app, session_dir) -> Matrix:
             {"query": CREATE_MODEL.format(p="p", m="m", wait="true")})
     m.admin("POST", "/api/projects/p/agents", _agent("a"))
     m.admin("POST", "/api/databases", _database(RDB))
+    m.admin("POST", "/api/projects/p/views", _view("v"))
     return m
 
 

@@ -139,3 +139,25 @@ def _private_db(tmp_path) -> str:
     conn.commit()
     conn.close()
     return str(path)
+
+
+def test_views_over_rest_as_mindsdb_namespaces_views(client):
+    base = "/api/projects/mindsdb/views"
+    created = client.post(base, json={"view": {"name": "v", "query": "SELECT 1 AS x"}})
+    assert created.status_code == 201, created.get_data(as_text=True)
+    assert created.get_json() == {"name": "v", "query": "SELECT 1 AS x", "database": None}
+    assert client.post(base, json={"view": {"name": "v", "query": "SELECT 2"}}
+                       ).status_code == 409
+    assert client.post(base, json={"view": {"name": "w", "query": "DELETE FROM demo.iris"}}
+                       ).status_code == 422
+    assert client.post(base, json={"view": {"name": "w", "query": "SELECT * FROM mindsdb.w"}}
+                       ).status_code == 422
+    assert [v["name"] for v in client.get(base).get_json()] == ["v"]
+    changed = client.put(f"{base}/v", json={"view": {"query": "SELECT 3 AS x"}})
+    assert changed.status_code == 200 and changed.get_json()["query"] == "SELECT 3 AS x"
+    assert client.get(f"{base}/v").get_json()["query"] == "SELECT 3 AS x"
+    assert ok(client, "SELECT x FROM mindsdb.v")["data"] == [[3]]
+    assert client.delete(f"{base}/v").status_code == 204
+    assert client.get(f"{base}/v").status_code == 404
+    assert client.put(f"{base}/v", json={"view": {"query": "SELECT 1"}}).status_code == 404
+    assert client.get("/api/projects/nope/views").status_code == 404
