@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 
 # Each user keeps their newest statements in the history; older ones go as new ones come.
 HISTORY_KEEP = 1000
-KINDS = ("sql", "project", "model", "skill", "agent", "database", "user", "token", "grant")
+KINDS = ("sql", "project", "model", "skill", "agent", "database", "user", "token", "grant",
+         "file", "view")
 _PRUNE_EVERY_S = 3600.0
 MAX_LIMIT = 1000
 

@@ -150,6 +150,8 @@ def test_uploads_and_deletes_are_in_the_audit_log(client):
     body = sql(client, "SELECT kind, action, target FROM quarry.audit WHERE kind = 'file' "
                        "ORDER BY at")
     assert body["data"] == [["file", "upload", "rentals"], ["file", "delete", "rentals"]]
+    records = client.get("/api/audit", query_string={"kind": "file"}).get_json()
+    assert [r["action"] for r in records["records"]] == ["delete", "upload"]
 
 
 @pytest.mark.parametrize("query", [
