@@ -106,7 +106,7 @@ def _store(name: str, upload: Upload) -> dict[str, Any]:
 def _convert(path: str, upload: Upload, key: str) -> storage.Converted:
     try:
         kind = storage.sniff_format(path, upload.original_name, upload.sheet)
-        return storage.convert(path, kind, key)
+        return storage.convert(path, kind, key, upload.sheet)
     except storage.FileFormatError as exc:
         raise Unprocessable(str(exc), title="Malformed file") from None
     except storage.ConversionTooLarge as exc:

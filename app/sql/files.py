@@ -102,13 +102,17 @@ def sniff_format(path: str, original_name: str | None, sheet: str | None) -> str
     return "csv"
 
 
-def convert(source: str, kind: str, target_key: str) -> Converted:
+def convert(source: str, kind: str, target_key: str, sheet: str | None = None) -> Converted:
     """Convert the upload at ``source`` into a Parquet file beside ``target_key``'s final
     one (``Converted.part``; ``publish`` moves it into place); raises FileFormatError, with
     nothing left behind, when it cannot be read."""
     part = f"{stored_path(target_key)}.{os.getpid()}.{os.urandom(4).hex()}{_PART}"
     conn = _converter()
+    sheet_csv = None
     try:
+        if kind == "xlsx":  # one sheet as CSV first: DuckDB then detects its column types
+            sheet_csv = _sheet_as_csv(source, sheet, part)
+            source, kind = sheet_csv, "csv"
         relation = _reader(conn, source, kind)
         try:
             conn.execute(f"COPY (SELECT * FROM {relation}) TO '{_quoted(part)}' "
@@ -127,6 +131,40 @@ def convert(source: str, kind: str, target_key: str) -> Converted:
         raise
     finally:
         conn.close()
+        discard(sheet_csv)
+
+
+def _sheet_as_csv(source: str, sheet: str | None, part: str) -> str:
+    """The first sheet (or ``sheet``) of a workbook, written row by row as a CSV file (the
+    workbook is read in openpyxl's read-only mode: streamed, never whole in memory)."""
+    import csv
+    import zipfile
+
+    import openpyxl  # loads with the first XLSX upload
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    handle = open(source, "rb")  # noqa: SIM115 - closed below, with the workbook
+    try:
+        # A file object, not the path: openpyxl judges a path by its extension (.part here).
+        book = openpyxl.load_workbook(handle, read_only=True, data_only=True)
+    except (InvalidFileException, zipfile.BadZipFile, KeyError, OSError) as exc:
+        handle.close()
+        raise FileFormatError(f"The XLSX file cannot be read: {exc}") from None
+    try:
+        if sheet is not None and sheet not in book.sheetnames:
+            raise FileFormatError(f"The workbook has no sheet {sheet!r}; its sheets: "
+                                  f"{', '.join(book.sheetnames)}")
+        rows = (book[sheet] if sheet is not None else book.worksheets[0]).iter_rows(
+            values_only=True)
+        target = f"{part}.csv"
+        with open(target, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            for row in rows:
+                writer.writerow(["" if v is None else v for v in row])
+        return target
+    finally:
+        book.close()
+        handle.close()
 
 
 def publish(converted: Converted, target_key: str) -> None:
@@ -162,8 +200,6 @@ def _reader(conn: Any, source: str, kind: str) -> str:
         return f"read_parquet('{path}')"
     if kind == "json":
         return f"read_json('{path}', format='auto')"
-    if kind == "xlsx":
-        raise FileFormatError("XLSX files are not supported yet; save the sheet as CSV")
     delim = "\\t" if kind == "tsv" else _delimiter(source)
     options = (f"delim=E'{delim}', header=true, skip=0, strict_mode=true, "
                "null_padding=false") if delim == "\\t" else \

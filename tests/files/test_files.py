@@ -224,3 +224,27 @@ def test_a_model_is_trained_from_a_file(client):
     predicted = sql(client, "SELECT rent FROM mindsdb.rent_m WHERE sqft = 1000 AND "
                             "rooms = 2 AND location = 'good'")["data"]
     assert 1500 < predicted[0][0] < 4000
+
+
+def test_an_xlsx_workbook_first_sheet_or_the_one_named(client, tmp_path):
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    first = book.active
+    first.title = "targets"
+    first.append(["country", "goal"])
+    first.append(["FR", 500])
+    first.append(["SE", 100])
+    other = book.create_sheet("notes")
+    other.append(["note"])
+    other.append(["hello"])
+    path = tmp_path / "t.xlsx"
+    book.save(path)
+    data = path.read_bytes()
+    assert put(client, "targets", data, "t.xlsx").status_code == 200
+    assert sql(client, "SELECT country, goal FROM files.targets ORDER BY goal")["data"] == [
+        ["SE", 100], ["FR", 500]]
+    assert put(client, "notes", data, "t.xlsx", query="?sheet=notes").status_code == 200
+    assert sql(client, "SELECT note FROM files.notes")["data"] == [["hello"]]
+    assert_problem(put(client, "nope", data, "t.xlsx", query="?sheet=nope"), 422,
+                   "no sheet 'nope'", "targets, notes")
