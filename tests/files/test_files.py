@@ -248,3 +248,28 @@ def test_an_xlsx_workbook_first_sheet_or_the_one_named(client, tmp_path):
     assert sql(client, "SELECT note FROM files.notes")["data"] == [["hello"]]
     assert_problem(put(client, "nope", data, "t.xlsx", query="?sheet=nope"), 422,
                    "no sheet 'nope'", "targets, notes")
+
+
+def test_racing_uploads_of_one_new_name_store_one_file(make_app, files_dir):
+    import threading
+
+    app = make_app(FILES_DIR=files_dir)
+    barrier = threading.Barrier(4)
+    statuses: list[int] = []
+
+    def upload(i: int) -> None:
+        client = app.test_client()
+        data = f"who\n{i}\n".encode()
+        barrier.wait()
+        statuses.append(put(client, "race", data).status_code)
+
+    threads = [threading.Thread(target=upload, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == [200, 400, 400, 400]
+    client = app.test_client()
+    assert [f["name"] for f in client.get("/api/files/").get_json()] == ["race"]
+    assert len(sql(client, "SELECT who FROM files.race")["data"]) == 1
+    assert stored(files_dir) == ["race.parquet"]
