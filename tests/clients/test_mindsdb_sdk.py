@@ -38,7 +38,8 @@ def test_projects_and_data_sources(url):
     assert server.projects.get("sdk_p1").name == "sdk_p1"
     with pytest.raises(AttributeError):
         server.projects.get("nope")
-    assert [(d.name, d.engine) for d in server.list_databases()] == [("demo", "sqlite")]
+    assert [(d.name, d.engine) for d in server.list_databases()] == [("demo", "sqlite"),
+                                                                     ("files", "files")]
 
     frame = project.query("SELECT * FROM demo.iris LIMIT 3").fetch()
     assert isinstance(frame, pd.DataFrame) and len(frame) == 3
