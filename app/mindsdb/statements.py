@@ -50,6 +50,7 @@ from ..services import files as file_service
 from ..services import models as model_service
 from ..services import projects as project_service
 from ..services import skills as skill_service
+from ..services import sqlviews as view_service
 from ..services import training as training_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import fetch_rows
@@ -162,6 +163,7 @@ def _show_tables(statement: Show, ctx: Context) -> tuple[Relation, str]:
     # A model is queried as a table of its project (SELECT … FROM p.m), so it is listed too.
     names = list(PROJECT_TABLES)
     names += [m.name for m in model_service.list_models(project) if m.active]
+    names += [v["name"] for v in view_service.list_views(project)]  # read as tables too
     column = f"Tables_in_{project}"
     return Relation.of([column], [(n,) for n in dict.fromkeys(names)]), column
 

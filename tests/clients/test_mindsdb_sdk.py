@@ -171,7 +171,7 @@ def test_model_versions(url):
 
 
 def test_objects_quarry_does_not_have_say_so(url):
-    """jobs, views, knowledge bases, ML engines, triggers and chatbots: the sdk's own calls
+    """jobs, knowledge bases, ML engines, triggers and chatbots: the sdk's own calls
     raise with Quarry's sentence, not "names no data source" or "No such endpoint"."""
     server = mindsdb_sdk.connect(url)
     project = server.get_project("mindsdb")
@@ -180,14 +180,7 @@ def test_objects_quarry_does_not_have_say_so(url):
                  lambda: project.drop_job("j1")):
         with pytest.raises(RuntimeError, match="^JOBS are not supported by Quarry"):
             call()
-    with pytest.raises(RuntimeError, match="^VIEWS are not supported by Quarry"):
-        project.create_view("v1", "SELECT * FROM iris", database="demo")
-    with pytest.raises(RuntimeError, match="^VIEWS are not supported by Quarry"):
-        project.drop_view("v1")
-    # views.list() reads the object tree: 501, naming views too.
-    with pytest.raises(requests.HTTPError, match="VIEWS are not supported by Quarry") as error:
-        project.list_views()
-    assert error.value.response.status_code == 501
+    # Views are served (tests/clients/test_mindsdb_sdk_files.py).
     with pytest.raises(requests.HTTPError,
                        match="KNOWLEDGE_BASES are not supported by Quarry") as error:
         project.knowledge_bases.list()

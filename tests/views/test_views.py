@@ -63,6 +63,8 @@ def test_the_from_form_of_mindsdb_sdk_and_views_of_views(client):
     assert ok(client, "SELECT t FROM mindsdb.total")["data"] == [[150]]
     names = ok(client, "SHOW VIEWS")["data"]
     assert [n for n, _ in names] == ["counts", "total"]
+    tables = ok(client, "SHOW TABLES FROM mindsdb")["data"]
+    assert ["counts"] in tables and ["total"] in tables
 
 
 def test_a_view_is_checked_when_it_is_created(client):
