@@ -105,6 +105,8 @@ BODY_ROUTES = [
     ("PUT", "/api/databases/p1"),
     ("PUT", "/api/projects/p1/members/u1"),
     ("POST", "/api/console/projects/p1/saved"),
+    ("POST", "/api/projects/p1/views"),
+    ("PUT", "/api/projects/p1/views/p1"),
 ]
 
 
