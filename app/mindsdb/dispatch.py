@@ -107,9 +107,12 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     stream: bool, reached: list[str]) -> dict[str, Any] | TableStream:
     registry = access.queryable_sources()
     # Views are expanded into the statement first: what follows (the gate, the caller's
-    # rights on each data source, the federation) holds for the expanded text.
-    query = expand_views(query, db, Context(db=db, registry=registry, params=params)) \
-        or query
+    # rights on each data source, the federation) holds for the expanded text. A statement
+    # the gate takes as it is names no view (projects and data sources share one name
+    # space), and the gate's answer is cached: only the others are parsed for views.
+    if not _gate_takes(query, registry, db):
+        query = expand_views(query, db, Context(db=db, registry=registry, params=params)) \
+            or query
     target = federation.explained(query)
     if target is not None and _names_several_sources(target, registry, db):
         return _federated_explain(target, registry, db, timeout_s, statement)
@@ -153,6 +156,14 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
     if result.truncated:
         body["truncated"] = True
     return body
+
+
+def _gate_takes(query: str, registry: Any, db: str) -> bool:
+    try:
+        gate(query, registry, db)
+    except SqlError:
+        return False
+    return True
 
 
 def _names_several_sources(query: str, registry: Any, db: str) -> bool:
