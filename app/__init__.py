@@ -33,6 +33,7 @@ from .services.queries import init_queries
 from .services.startup import check_store
 from .services.trainer import init_trainer
 from .sql import init_sources
+from .sql.files import files_source
 from .telemetry import init_metrics
 
 __version__ = VERSION
@@ -80,6 +81,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.teardown_appcontext(release_session)
     init_metrics(app)
     registry = init_sources(app)  # data sources (and the demo file) for the SQL endpoint
+    registry.add(files_source(app.config))  # uploaded files, read by the federation engine
     init_databases(app, registry)  # ... and those created at run time, kept in the store
     init_migrations(app)
     openapi.init_app(app)

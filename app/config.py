@@ -106,6 +106,13 @@ SETTINGS: list[Setting] = [
             "beyond it the statement fails (never a silently cut input)"),
     Setting("FEDERATION_THREADS", 2, int,
             "Threads of the federation engine (DuckDB) per process"),
+    Setting("FILES_DIR", None, str,
+            "Folder holding uploaded files as Parquet (default: files in the instance "
+            "folder); share it between instances that share a store"),
+    Setting("FILES_MAX_BYTES", 1024 * 1024 * 1024, int,
+            "Largest file upload in bytes (PUT /api/files/<name>); beyond it 413"),
+    Setting("FILES_URL_ALLOW", "", str,
+            "Comma-separated hosts an upload with source_type=url may name (default: none)"),
     Setting("SQL_POOL_SIZE", 4, int,
             "Connections kept open per data source and process"),
     Setting("SQL_POOL_TIMEOUT_S", 5.0, float,

@@ -197,6 +197,22 @@ class NameReserved(Conflict):
         self.name = name
 
 
+class FileExists(BadRequest):
+    """An upload to the name of a stored file without ?overwrite=true (400, as MindsDB)."""
+
+    title = "File already exists"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"File with name '{name}' already exists")
+        self.name = name
+
+
+class FileNotFound(NotFound):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"File '{name}' does not exist", title="File not found")
+        self.name = name
+
+
 class ProjectNotEmpty(Conflict):
     title = "Project not empty"
 

@@ -10,13 +10,16 @@ from . import (
     completions,
     console,
     databases,
+    files,
     mcp,
     models,
     openapi,
     projects,
     skills,
     sql,
+    sqlviews,
     status,
+    tree,
     unsupported,
 )
 
@@ -45,6 +48,9 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(status.metrics_blp)
     api.register_blueprint(unsupported.blp)
     api.register_blueprint(databases.blp)
+    api.register_blueprint(files.blp)
+    api.register_blueprint(tree.blp)
+    api.register_blueprint(sqlviews.blp)
     api.register_blueprint(console.blp)
     api.register_blueprint(mcp.blp)
     api.register_blueprint(completions.blp)

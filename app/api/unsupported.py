@@ -1,8 +1,8 @@
 """MindsDB REST routes of objects Quarry does not have: a clear 501, not "No such endpoint".
 
-``mindsdb_sdk`` lists knowledge bases with ``GET /api/projects/<p>/knowledge_bases`` and views
-with the object tree ``GET /api/tree/<p>``; each of these routes answers 501 problem+json
-saying what is not supported (the same sentence as the SQL statements, ``unsupported.py``).
+``mindsdb_sdk`` lists knowledge bases with ``GET /api/projects/<p>/knowledge_bases``; each of
+these routes answers 501 problem+json saying what is not supported (the same sentence as the
+SQL statements, ``unsupported.py``).
 """
 
 from ..errors import PROBLEM_JSON, NotSupported
@@ -14,9 +14,6 @@ blp = Blueprint("unsupported", __name__, url_prefix="/api",
                 description="MindsDB features Quarry does not have (all answer 501)")
 
 _KB = "/projects/<string:project>/knowledge_bases"
-TREE = ("The object tree (GET /api/tree) is not supported by Quarry: list data sources and "
-        "projects with SHOW DATABASES and their tables with SHOW TABLES FROM <name>; "
-        f"{refusal_for('VIEWS')}")
 
 
 def _not_supported(description: str):
@@ -43,17 +40,3 @@ def knowledge_base(project, name):
 def knowledge_base_completion(project, name):
     """Completions from a knowledge base (MindsDB): not supported."""
     raise NotSupported(refusal_for("KNOWLEDGE_BASES"))
-
-
-@blp.route("/tree", methods=["GET"], strict_slashes=False)
-@_not_supported("The object tree is not supported")
-def tree():
-    """The object tree (MindsDB): not supported."""
-    raise NotSupported(TREE)
-
-
-@blp.route("/tree/<string:item>", methods=["GET"])
-@_not_supported("The object tree is not supported")
-def tree_item(item):
-    """The object tree of one database (MindsDB; mindsdb_sdk's views.list()): not supported."""
-    raise NotSupported(TREE)

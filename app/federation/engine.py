@@ -97,6 +97,7 @@ class Session:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._tables: dict[str, pa.Schema] = {}
+        self._attached: list[tuple[str, Any]] = []  # (view, release) of file legs
         # Legs are fetched in parallel; one DuckDB connection takes one call at a time.
         self._lock = threading.Lock()
 
@@ -148,6 +149,13 @@ class Session:
         if table not in self._tables:  # no other thread writes this leg's table
             self.append(table, schema.empty_table())
 
+    def attach(self, table: str, dataset: Any, release: Any) -> None:
+        """Make ``table`` a view of an Arrow dataset (a file leg, ``federation/files.py``):
+        scanned in place, never copied; ``release`` runs when the statement ends."""
+        with self._lock, _engine_errors():
+            self._attached.append((table, release))
+            self.conn.register(table, dataset)
+
     def run(self, sql: str) -> list[str]:
         """Start the engine statement; its column names (read it with ``batches``)."""
         with _engine_errors():
@@ -174,6 +182,8 @@ class Session:
                 self.conn.execute(f'DROP TABLE IF EXISTS "{table}"')
         finally:
             self.conn.close()
+            for _, release in self._attached:
+                release()
 
 
 def _wider(was: pa.DataType, now: pa.DataType) -> pa.DataType:

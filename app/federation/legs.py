@@ -27,6 +27,7 @@ from ..sql.gate import gate
 from ..sql.running import Statement
 from ..sql.sources import DataSource, SourceRegistry
 from ..sql.stream import open_stream
+from . import files
 from .engine import Session
 from .plan import Leg
 
@@ -35,6 +36,8 @@ def describe(registry: SourceRegistry, statement: Statement, deadline: float,
              source: DataSource, table: exp.Table) -> list[str]:
     """The column names of ``table``, asked of its source with a query that reads no row
     (a missing table fails here, in the source's own words, before any leg runs)."""
+    if files.is_file_source(source):
+        return files.describe(table)
     sql = exp.select("*").from_(table.copy()).limit(0).sql(dialect=source.sqlglot_dialect)
     stream = _open(registry, statement, deadline, source, sql, 1)
     try:
@@ -48,6 +51,8 @@ def describe(registry: SourceRegistry, statement: Statement, deadline: float,
 def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: Leg,
          session: Session, max_rows: int) -> int:
     """Run ``leg`` and append its rows to the engine table ``leg.name``; its row count."""
+    if files.is_file_source(leg.source):
+        return files.attach(leg, session)
     stream = _open(registry, statement, deadline, leg.source, leg.sql, max_rows)
     rows = 0
     try:

@@ -13,12 +13,15 @@ from ..rules.names import DEFAULT_PROJECT
 from ..services import access, audit
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
+from ..sql.files import FILES_DIALECT
 from ..sql.gate import check_count_params, gate
 from ..sql.running import Statement
 from ..sql.sources import unknown_source
 from ..sql.stream import TableStream, open_stream
 from ..telemetry import current_metrics
+from .context import Context
 from .router import service_statement
+from .views import expand as expand_views
 
 __all__ = ["account_stream", "execute_sql", "error_body", "record_stream_start"]
 
@@ -113,6 +116,13 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None, statement: Statement | None,
                     stream: bool, reached: list[str]) -> dict[str, Any] | TableStream:
     registry = access.queryable_sources()
+    # Views are expanded into the statement first: what follows (the gate, the caller's
+    # rights on each data source, the federation) holds for the expanded text. A statement
+    # the gate takes as it is names no view (projects and data sources share one name
+    # space), and the gate's answer is cached: only the others are parsed for views.
+    if not _gate_takes(query, registry, db):
+        query = expand_views(query, db, Context(db=db, registry=registry, params=params)) \
+            or query
     target = federation.explained(query)
     if target is not None and _names_several_sources(target, registry, db):
         return _federated_explain(target, registry, db, params, timeout_s, statement)
@@ -130,6 +140,9 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
         # Unreachable through the caller's view (a source it may not query does not exist
         # there); kept as the last guard, answering as for a missing source.
         raise unknown_source(gated.source.name, registry.names())
+    if gated.source is not None and gated.source.dialect == FILES_DIALECT:
+        # Uploaded files have no database: the federation engine reads them in place.
+        return _federated(query, registry, db, timeout_s, statement, stream, reached)
     check_count_params(gated, params)
     target = gated.source or registry.constants
     if statement is not None:
@@ -154,6 +167,14 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
     if result.truncated:
         body["truncated"] = True
     return body
+
+
+def _gate_takes(query: str, registry: Any, db: str) -> bool:
+    try:
+        gate(query, registry, db)
+    except SqlError:
+        return False
+    return True
 
 
 def _names_several_sources(query: str, registry: Any, db: str) -> bool:

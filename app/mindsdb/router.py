@@ -11,13 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindsdb_sql_parser.ast import Describe, DropDatabase, Identifier, Join, Select, Set, Show
+from mindsdb_sql_parser.ast import (
+    Describe,
+    DropDatabase,
+    DropView,
+    Identifier,
+    Join,
+    Select,
+    Set,
+    Show,
+)
 from mindsdb_sql_parser.ast.mindsdb import (
     AlterDatabase,
+    AlterView,
     CreateAgent,
     CreateDatabase,
     CreatePredictor,
     CreateSkill,
+    CreateView,
     DropAgent,
     DropPredictor,
     DropSkill,
@@ -30,7 +41,16 @@ from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.sources import SourceRegistry
-from . import agent_answers, databases, grants, predictions, statements, tables, unsupported
+from . import (
+    agent_answers,
+    databases,
+    grants,
+    predictions,
+    statements,
+    tables,
+    unsupported,
+    views,
+)
 from .context import Context
 from .parser import NotParsed, mindsdb_leading_tokens, parse_mindsdb, parse_sql_cached
 
@@ -51,6 +71,9 @@ _HANDLERS = {
     RetrainPredictor: statements.retrain_model,
     FinetunePredictor: statements.retrain_model,
     Set: statements.set_statement,
+    CreateView: views.create_view,
+    AlterView: views.alter_view,
+    DropView: views.drop_view,
 }
 
 
@@ -65,6 +88,8 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
     if statement is None:
         return None
     unsupported.refuse_statement(statement)
+    if isinstance(statement, Show) and (statement.category or "").upper() == "VIEWS":
+        return views.show_views(statement, ctx)
     handler = _HANDLERS.get(type(statement))
     if handler is not None:
         return handler(statement, ctx)
@@ -77,7 +102,7 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
 # its syntax error is the answer (the data path would only say "CREATE is refused").
 _OWN_FIRST = {"SHOW", "DESCRIBE", "DESC", "RETRAIN", "FINETUNE", "EVALUATE"}
 _OWN_VERBS = {"CREATE", "DROP", "ALTER", "UPDATE"}
-_OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT"}
+_OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT", "VIEW"}
 
 
 def _parse(query: str) -> Any | None:

@@ -11,17 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mindsdb_sql_parser.ast import DropView, Show
+from mindsdb_sql_parser.ast import Show
 from mindsdb_sql_parser.ast.mindsdb import (
     AlterKnowledgeBase,
-    AlterView,
     CreateChatBot,
     CreateJob,
     CreateKnowledgeBase,
     CreateKnowledgeBaseIndex,
     CreateMLEngine,
     CreateTrigger,
-    CreateView,
     DropChatBot,
     DropJob,
     DropKnowledgeBase,
@@ -48,8 +46,6 @@ MISSING = (
     Missing("JOBS", "JOB", ("jobs", "jobs_history"), (CreateJob, DropJob),
             "run scheduled statements from your own scheduler (cron …) through "
             "POST /api/sql/query"),
-    Missing("VIEWS", "VIEW", ("views",), (CreateView, AlterView, DropView),
-            "keep the SELECT in your application, or create the view in the data source"),
     Missing("KNOWLEDGE_BASES", "KNOWLEDGE_BASE", ("knowledge_bases",),
             (CreateKnowledgeBase, AlterKnowledgeBase, DropKnowledgeBase,
              CreateKnowledgeBaseIndex, DropKnowledgeBaseIndex, EvaluateKnowledgeBase),

@@ -19,7 +19,8 @@ class AuditArgs(InputSchema):
     user = fields.String(validate=validate.Length(min=1, max=63))
     since = fields.AwareDateTime(default_timezone=None)
     kind = fields.String(validate=validate.OneOf(("sql", "project", "model", "skill", "agent",
-                                                  "database", "user", "token", "grant")))
+                                                  "database", "user", "token", "grant",
+                                                  "file", "view")))
     after = fields.String(validate=validate.Length(min=1, max=64))
     limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
 

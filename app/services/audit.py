@@ -55,7 +55,8 @@ HISTORY_KEEP = 1000
 # ... trimmed to that with every TRIM_EVERY-th statement of a user in a process; the console's
 # list never shows more than HISTORY_KEEP.
 TRIM_EVERY = 16
-KINDS = ("sql", "project", "model", "skill", "agent", "database", "user", "token", "grant")
+KINDS = ("sql", "project", "model", "skill", "agent", "database", "user", "token", "grant",
+         "file", "view")
 _PRUNE_EVERY_S = 3600.0
 MAX_LIMIT = 1000
 # The outcome of a streamed statement's record until its stream ends.

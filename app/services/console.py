@@ -15,9 +15,11 @@ from ..extensions import db
 from ..rules.names import name_key, validate_name
 from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
+from ..sql.files import FILES_DIALECT
 from ..sql.sources import DataSource, SourceRegistry, VisibleSources
 from ..store import ConsoleHistory, MLModel, Project, SavedQuery
 from . import access, audit
+from . import files as file_service
 from .common import commit
 from .projects import get_project
 
@@ -49,6 +51,10 @@ def schema(database: str | None = None) -> dict[str, Any]:
     sources = []
     for source in _readable_sources(registry, database):
         entry: dict[str, Any] = {"name": source.name, "dialect": source.dialect, "tables": []}
+        if source.dialect == FILES_DIALECT:  # no catalog to ask: the uploaded files
+            entry["tables"] = file_service.file_tables()
+            sources.append(entry)
+            continue
         try:
             _, rows = fetch_rows(source.name, _COLUMNS_SQL[source.dialect],
                                  max_rows=SCHEMA_MAX_COLUMNS, registry=registry)

@@ -134,7 +134,7 @@ def inspect(dialect: str, dbapi_connection: Any) -> RoleReport | None:
 
 def role_state(source: Any) -> str:
     """``passed`` | ``privileged`` | ``unknown`` (not checked yet) | ``not_applicable``."""
-    if source.dialect == "sqlite":
+    if source.dialect in ("sqlite", "files"):  # no account: a file, or uploaded files
         return "not_applicable"
     if source.role is None:
         return "unknown"

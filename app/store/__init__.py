@@ -9,8 +9,11 @@ from .ml_model import MLModel
 from .project import Project
 from .running_query import RunningQuery
 from .skill import Skill
+from .sql_view import SqlView
+from .uploaded_file import UploadedFile
 
 __all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "ConsoleHistory",
            "DatabaseName", "DataSourceRecord", "LoginFailure", "MLModel", "Project",
            "ProjectMember",
-           "RunningQuery", "SavedQuery", "Skill", "SourceGrant", "User", "UserSession"]
+           "RunningQuery", "SavedQuery", "Skill", "SourceGrant", "SqlView", "UploadedFile", "User",
+           "UserSession"]

@@ -109,6 +109,8 @@ BODY_ROUTES = [
     ("POST", "/api/projects/p1/agents/a1/completions/stream"),
     ("POST", "/mcp"),
     ("POST", "/mcp/projects/p1/agents/a1"),
+    ("POST", "/api/projects/p1/views"),
+    ("PUT", "/api/projects/p1/views/p1"),
 ]
 
 

@@ -5,6 +5,7 @@ adding a route means deciding who may use it. docs/access.md shows the same tabl
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 from collections.abc import Callable
@@ -49,6 +50,8 @@ class Case:
     query: dict[str, str] = field(default_factory=dict)
     # Run by the admin before each role's call (a fresh object for a delete, …).
     prepare: Callable[[Any, str], None] | None = None
+    # A multipart form (made anew for each call: its file part is read once).
+    form: Callable[[], dict[str, Any]] | None = None
 
 
 _PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -92,6 +95,23 @@ def _prepare_database(m, tag):
 
 def _prepare_saved(m, tag):
     m.admin("POST", "/api/console/projects/p/saved", {"name": f"q_{tag}", "statement": "SELECT 1"})
+
+
+def _prepare_view(m, tag):
+    m.admin("POST", "/api/projects/p/views", _view(f"d_{tag}"))
+
+
+def _view(name: str) -> dict[str, Any]:
+    return {"view": {"name": name, "query": "SELECT 1 AS x"}}
+
+
+def _csv_form() -> dict[str, Any]:
+    return {"file": (io.BytesIO(b"a,b\n1,2\n"), "t.csv"), "source_type": "file"}
+
+
+def _prepare_file(m, tag):
+    response = m.call("admin", "PUT", f"/api/files/f_{tag}", form=_csv_form)
+    assert response.status_code == 200, response.get_data(as_text=True)
 
 
 def _database(name):
@@ -180,6 +200,17 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
         ("databases.delete_database", "DELETE"): Case(
             ADMIN_DELETE, f"/api/databases/{RDB}_{tag}", prepare=_prepare_database),
         ("databases.list_tables", "GET"): Case(ADMIN_READ, f"/api/databases/{RDB}/tables"),
+        ("views.list_views", "GET"): Case(READ, f"{P}/views"),
+        ("views.create_view", "POST"): Case(CREATE, f"{P}/views", _view(f"v_{tag}")),
+        ("views.get_view", "GET"): Case(READ, f"{P}/views/v"),
+        ("views.update_view", "PUT"): Case(WRITE, f"{P}/views/v",
+                                           {"view": {"query": "SELECT 2 AS x"}}),
+        ("views.delete_view", "DELETE"): Case(DELETE, f"{P}/views/d_{tag}",
+                                              prepare=_prepare_view),
+        ("files.list_files", "GET"): Case(SIGNED, "/api/files/"),
+        ("files.upload_file", "PUT"): Case(ADMIN, f"/api/files/u_{tag}", form=_csv_form),
+        ("files.delete_file", "DELETE"): Case(ADMIN_DELETE, f"/api/files/f_{tag}",
+                                              prepare=_prepare_file),
         ("unsupported.knowledge_bases", "GET"): Case(NOT_SUPPORTED, f"{P}/knowledge_bases"),
         ("unsupported.knowledge_bases", "POST"): Case(NOT_SUPPORTED, f"{P}/knowledge_bases",
                                                       {}),
@@ -190,8 +221,8 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
                                                        f"{P}/knowledge_bases/k"),
         ("unsupported.knowledge_base_completion", "POST"): Case(
             NOT_SUPPORTED, f"{P}/knowledge_bases/k/completions", {}),
-        ("unsupported.tree", "GET"): Case(NOT_SUPPORTED, "/api/tree"),
-        ("unsupported.tree_item", "GET"): Case(NOT_SUPPORTED, "/api/tree/p"),
+        ("tree.list_tree", "GET"): Case(SIGNED, "/api/tree"),
+        ("tree.list_tree_item", "GET"): Case(READ, "/api/tree/p"),
         # Streamed answers' running statements: each user sees and stops their own.
         ("sql.list_queries", "GET"): Case(SIGNED, "/api/sql/queries"),
         ("sql.cancel_query", "DELETE"): Case(NO_FILE, "/api/sql/queries/nothing-runs"),
@@ -236,7 +267,12 @@ class Matrix:
                 token = auth_service.create_token(user, "matrix")[1]
                 self.headers[role] = {"Authorization": f"Bearer {token}"}
 
-    def call(self, role: str, method: str, path: str, json: Any = None, query=None):
+    def call(self, role: str, method: str, path: str, json: Any = None, query=None,
+             form: Callable[[], dict[str, Any]] | None = None):
+        if form is not None:
+            return self.client.open(path, method=method, data=form(), query_string=query,
+                                    headers=self.headers[role],
+                                    content_type="multipart/form-data")
         return self.client.open(path, method=method, json=json, query_string=query,
                                 headers=self.headers[role])
 
@@ -271,6 +307,7 @@ def matrix(make_auth_app, session_dir) -> Matrix:
             {"query": CREATE_MODEL.format(p="p", m="m", wait="true")})
     m.admin("POST", "/api/projects/p/agents", _agent("a"))
     m.admin("POST", "/api/databases", _database(RDB))
+    m.admin("POST", "/api/projects/p/views", _view("v"))
     return m
 
 
@@ -286,7 +323,7 @@ def test_every_route_has_a_rule_and_every_role_gets_it(matrix):
             case = cases(role, "/api" if prefixed else "", tag)[(endpoint, method)]
             if case.prepare is not None:
                 case.prepare(matrix, tag)
-            response = matrix.call(role, method, case.path, case.json, case.query)
+            response = matrix.call(role, method, case.path, case.json, case.query, case.form)
             if response.status_code != case.expect[index]:
                 failures.append(f"{role:9} {method:6} {case.path}: {response.status_code}, "
                                 f"expected {case.expect[index]} "

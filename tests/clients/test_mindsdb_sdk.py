@@ -38,7 +38,8 @@ def test_projects_and_data_sources(url):
     assert server.projects.get("sdk_p1").name == "sdk_p1"
     with pytest.raises(AttributeError):
         server.projects.get("nope")
-    assert [(d.name, d.engine) for d in server.list_databases()] == [("demo", "sqlite")]
+    assert [(d.name, d.engine) for d in server.list_databases()] == [("demo", "sqlite"),
+                                                                     ("files", "files")]
 
     frame = project.query("SELECT * FROM demo.iris LIMIT 3").fetch()
     assert isinstance(frame, pd.DataFrame) and len(frame) == 3
@@ -200,7 +201,7 @@ def test_model_versions(url):
 
 
 def test_objects_quarry_does_not_have_say_so(url):
-    """jobs, views, knowledge bases, ML engines, triggers and chatbots: the sdk's own calls
+    """jobs, knowledge bases, ML engines, triggers and chatbots: the sdk's own calls
     raise with Quarry's sentence, not "names no data source" or "No such endpoint"."""
     server = mindsdb_sdk.connect(url)
     project = server.get_project("mindsdb")
@@ -209,14 +210,7 @@ def test_objects_quarry_does_not_have_say_so(url):
                  lambda: project.drop_job("j1")):
         with pytest.raises(RuntimeError, match="^JOBS are not supported by Quarry"):
             call()
-    with pytest.raises(RuntimeError, match="^VIEWS are not supported by Quarry"):
-        project.create_view("v1", "SELECT * FROM iris", database="demo")
-    with pytest.raises(RuntimeError, match="^VIEWS are not supported by Quarry"):
-        project.drop_view("v1")
-    # views.list() reads the object tree: 501, naming views too.
-    with pytest.raises(requests.HTTPError, match="VIEWS are not supported by Quarry") as error:
-        project.list_views()
-    assert error.value.response.status_code == 501
+    # Views are served (tests/clients/test_mindsdb_sdk_files.py).
     with pytest.raises(requests.HTTPError,
                        match="KNOWLEDGE_BASES are not supported by Quarry") as error:
         project.knowledge_bases.list()

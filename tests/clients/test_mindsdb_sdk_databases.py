@@ -50,7 +50,7 @@ def test_sdk_databases_postgres(url, pg_db):  # noqa: F811
         if "sdk_pg" in names or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert names == {"demo": "sqlite", "sdk_pg": "postgres"}
+    assert names == {"demo": "sqlite", "files": "files", "sdk_pg": "postgres"}
     database = server.get_database("sdk_pg")
     assert database.engine == "postgres"
     # CONNECTION_DATA is JSON text, as MindsDB answers it; the password masked.

@@ -186,7 +186,7 @@ def test_bad_input_is_refused_naming_it(db_client, engine, params, words):
 ])
 def test_malformed_bodies_are_400(db_client, body):
     assert_problem(db_client.post("/api/databases", json=body), 400)
-    assert [n for n, t in _names(db_client) if t == "data"] == ["demo"]
+    assert [n for n, t in _names(db_client) if t == "data"] == ["demo", "files"]
 
 
 def test_the_system_database_name_is_taken(db_client):
@@ -194,7 +194,7 @@ def test_the_system_database_name_is_taken(db_client):
     body = {"database": {"name": "information_schema", "engine": "sqlite", "parameters": {}}}
     assert_problem(db_client.post("/api/databases", json=body), 409, "system database")
     assert_problem(db_client.put("/api/databases/Information_Schema", json=body), 409)
-    assert [n for n, t in _names(db_client) if t == "data"] == ["demo"]
+    assert [n for n, t in _names(db_client) if t == "data"] == ["demo", "files"]
 
 
 def test_sqlite_files_only_under_the_roots(other_app, db_app, db_client, store_url, tmp_path):
@@ -283,7 +283,7 @@ def test_status_checks_without_saving(db_client, pg_db):
     assert bad.status_code == 200 and bad.get_json()["status"] == "connection_error"
     assert "no_such_db_x" in bad.get_json()["detail"]
     assert_problem(db_client.post("/api/databases/status", json={"host": "h"}), 400, "engine")
-    assert [n for n, t in _names(db_client) if t == "data"] == ["demo"]
+    assert [n for n, t in _names(db_client) if t == "data"] == ["demo", "files"]
 
 
 def test_failed_check_answers_like_mindsdb_and_stores_nothing(db_client, pg_db):
@@ -328,8 +328,8 @@ def test_concurrent_creates_one_wins(db_app, db_client, pg_db):
     with ThreadPoolExecutor(racers) as pool:
         statuses = list(pool.map(send, range(racers)))
     assert sorted(statuses) == [201] + [409] * (racers - 1)
-    assert [n for n, t in _names(db_client) if t == "data"] in (["demo", "twin"],
-                                                                 ["demo", "TWIN"])
+    assert [n for n, t in _names(db_client) if t == "data"] in (
+        ["demo", "files", "twin"], ["demo", "files", "TWIN"])
 
 
 def test_other_instances_see_changes_within_a_second(other_app, db_client, pg_db):

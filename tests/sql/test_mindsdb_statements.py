@@ -112,19 +112,21 @@ def test_show_databases_and_information_schema(make_app):
 
     columns, rows = table(client, "SHOW DATABASES")
     assert columns == ["Database"]
-    assert rows == [["information_schema"], *[[p] for p in projects], ["demo"], ["warehouse"]]
+    assert rows == [["information_schema"], *[[p] for p in projects], ["demo"], ["files"],
+                    ["warehouse"]]
     columns, rows = table(client, "SHOW FULL DATABASES")
     assert columns == ["Database", "TYPE", "ENGINE"]
     assert rows == [["information_schema", "system", None],
                     *[[p, "project", None] for p in projects],
-                    ["demo", "data", "sqlite"], ["warehouse", "data", "postgresql"]]
+                    ["demo", "data", "sqlite"], ["files", "data", "files"],
+                    ["warehouse", "data", "postgresql"]]
 
     answer = sql(client, "SELECT * FROM information_schema.databases")
     assert "hunter2secret" not in json.dumps(answer)
     assert answer["column_names"] == ["NAME", "TYPE", "ENGINE", "CONNECTION_DATA"]
     by_name = {r[0]: r for r in answer["data"]}
     assert [r[0] for r in answer["data"]] == ["information_schema", *projects, "demo",
-                                              "warehouse"]
+                                              "files", "warehouse"]
     assert json.loads(by_name["warehouse"][3]) == {
         "host": "db.example", "port": 5433, "user": "reader", "password": "********",
         "database": "sales"}
@@ -140,7 +142,8 @@ def test_show_databases_and_information_schema(make_app):
     assert columns == ["NAME", "ENGINE", "CONNECTION_DATA"] and rows[0][:2] == ["warehouse",
                                                                                "postgresql"]
     columns, rows = table(client, "SELECT d.NAME FROM information_schema.databases AS d "
-                                  "WHERE d.TYPE IN ('system', 'data') AND NAME <> 'demo'")
+                                  "WHERE d.TYPE IN ('system', 'data') AND NAME <> 'demo' "
+                                  "AND NAME <> 'files'")
     assert rows == [["information_schema"], ["warehouse"]]
     columns, rows = table(client, "SELECT NAME FROM databases WHERE TYPE = 'project'",
                           db="information_schema")

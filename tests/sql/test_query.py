@@ -290,7 +290,7 @@ def test_sources_describe_names_and_engines(sql_app):
     from app.sql.sources import current_sources
 
     with sql_app.app_context():
-        assert data_source_names() == ["demo", "lite", "maria", "pg", "pgsuper"]
+        assert data_source_names() == ["demo", "files", "lite", "maria", "pg", "pgsuper"]
         assert dict(current_sources().describe()) == {
-            "demo": "sqlite", "lite": "sqlite", "maria": "mysql", "pg": "postgresql",
-            "pgsuper": "postgresql"}
+            "demo": "sqlite", "files": "files", "lite": "sqlite", "maria": "mysql",
+            "pg": "postgresql", "pgsuper": "postgresql"}

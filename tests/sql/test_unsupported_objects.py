@@ -1,4 +1,4 @@
-"""MindsDB objects Quarry does not have (jobs, views, knowledge bases, ML engines, triggers,
+"""MindsDB objects Quarry does not have (jobs, knowledge bases, ML engines, triggers,
 chatbots) say so — in SQL (UNSUPPORTED, 16) and on REST (501) — instead of "Table 'jobs'
 names no data source" or "No such endpoint"."""
 
@@ -10,7 +10,7 @@ from app.sql.errors import ErrorCode
 
 from ..helpers import assert_problem
 
-WORDS = ("JOBS", "VIEWS", "KNOWLEDGE_BASES", "ML_ENGINES", "TRIGGERS", "CHATBOTS")
+WORDS = ("JOBS", "KNOWLEDGE_BASES", "ML_ENGINES", "TRIGGERS", "CHATBOTS")
 
 STATEMENTS = [
     ("SHOW JOBS", "JOBS"),
@@ -20,12 +20,6 @@ STATEMENTS = [
     ("DROP JOB j1", "JOBS"),
     ("DROP JOB IF EXISTS mindsdb.j1", "JOBS"),
     ("CREATE JOB j1 EVERY", "JOBS"),  # unreadable, but clearly about a job
-    ("SHOW VIEWS", "VIEWS"),
-    ("SHOW FULL VIEWS", "VIEWS"),
-    ("CREATE VIEW v1 AS (SELECT * FROM demo.iris)", "VIEWS"),
-    ("CREATE VIEW mindsdb.v1 FROM demo (SELECT * FROM iris)", "VIEWS"),
-    ("ALTER VIEW v1 AS (SELECT 1)", "VIEWS"),
-    ("DROP VIEW v1", "VIEWS"),
     ("SHOW KNOWLEDGE_BASES", "KNOWLEDGE_BASES"),
     ("SHOW KNOWLEDGE BASES", "KNOWLEDGE_BASES"),
     ("CREATE KNOWLEDGE_BASE kb1", "KNOWLEDGE_BASES"),
@@ -49,14 +43,12 @@ TABLES = [
     ("SELECT * FROM jobs WHERE name = 'j1'", "mindsdb", "JOBS"),
     ("SELECT * FROM jobs_history WHERE name = 'j1'", "mindsdb", "JOBS"),
     ("SELECT * FROM mindsdb.jobs", None, "JOBS"),
-    ("SELECT name FROM mindsdb.views", None, "VIEWS"),
     ("SELECT * FROM mindsdb.knowledge_bases", None, "KNOWLEDGE_BASES"),
     ("SELECT * FROM mindsdb.triggers", None, "TRIGGERS"),
     ("SELECT * FROM mindsdb.chatbots", None, "CHATBOTS"),
     ("SELECT * FROM information_schema.jobs", None, "JOBS"),
     ("SELECT * FROM information_schema.ml_engines", None, "ML_ENGINES"),
     ("SELECT * FROM information_schema.knowledge_bases", None, "KNOWLEDGE_BASES"),
-    ("SELECT * FROM information_schema.views", None, "VIEWS"),
     ("SELECT * FROM information_schema.triggers", None, "TRIGGERS"),
     ("SELECT * FROM information_schema.chatbots", None, "CHATBOTS"),
     ("SELECT * FROM ml_engines", "information_schema", "ML_ENGINES"),
@@ -111,11 +103,3 @@ def test_knowledge_base_routes_answer_501_saying_so(sql_app, method, path):
     response = sql_app.test_client().open(path, method=method, json={"knowledge_base": {}})
     body = assert_problem(response, 501, "KNOWLEDGE_BASES are not supported by Quarry")
     assert body["title"] == "Not supported"
-
-
-@pytest.mark.parametrize("path", ["/api/tree", "/api/tree/", "/api/tree/mindsdb"])
-def test_the_object_tree_answers_501_and_says_views_are_not_supported(sql_app, path):
-    response = sql_app.test_client().get(path, query_string={"all_schemas": "true"})
-    body = assert_problem(response, 501, "object tree", "VIEWS are not supported by Quarry",
-                          "SHOW TABLES")
-    assert body["status"] == 501

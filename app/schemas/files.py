@@ -1,0 +1,20 @@
+"""Uploaded files (/api/files): MindsDB's listing shape, with size and created_at added."""
+
+from marshmallow import Schema, fields
+
+from .common import InputSchema
+
+_TRUTHY, _FALSY = {"true", "True", "1"}, {"false", "False", "0"}
+
+
+class FileArgs(InputSchema):
+    overwrite = fields.Boolean(load_default=False, truthy=_TRUTHY, falsy=_FALSY)
+    sheet = fields.String(load_default=None)
+
+
+class FileOut(Schema):
+    name = fields.String()
+    row_count = fields.Integer()
+    columns = fields.List(fields.String())
+    size = fields.Integer(metadata={"description": "bytes of the stored Parquet file"})
+    created_at = fields.DateTime()

@@ -1,0 +1,193 @@
+"""Uploaded files (``files.<name>``): upload, list, delete, and the rules they follow.
+
+- names follow the naming rule, checked before anything touches the file system;
+- a new name is unique in the store (a unique key), so two racing uploads cannot both win;
+- a malformed file is refused (422) with nothing stored; a URL source only from an allowed
+  host (fetching URLs for callers is a server-side request forgery risk);
+- uploading and deleting are an admin's, as for other data sources; reading needs the
+  right to query the data source ``files``;
+- every upload and delete is in the audit log.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import current_app
+from sqlalchemy import delete, select
+
+from ..errors import FileExists, FileNotFound, PayloadTooLarge, Unprocessable
+from ..extensions import db
+from ..rules.names import lookup_key, name_key, validate_name
+from ..sql import files as storage
+from ..store import UploadedFile
+from . import access, audit
+from .common import commit
+
+
+@dataclass
+class Upload:
+    """What the request sent: the path its file part was streamed to, and its fields."""
+
+    path: str | None
+    source_type: str = "file"
+    source: str | None = None          # the URL when source_type is url
+    original_name: str | None = None
+    sheet: str | None = None
+    overwrite: bool = False
+
+
+def check_name(name: str) -> str:
+    """The file's name, checked before a byte of the upload is stored."""
+    return validate_name("file", name)
+
+
+def upload_target() -> Any:
+    return storage.upload_target()
+
+
+def discard(path: str | None) -> None:
+    storage.discard(path)
+
+
+def upload_file(name: str, read: Callable[[], Upload]) -> dict[str, Any]:
+    """Store the upload ``read()`` reads as the table ``files.<name>``; its listing entry.
+
+    The name and the caller's rights are checked before ``read`` takes a byte of the body.
+    """
+    check_name(name)
+    access.require_admin("upload files")
+    upload = read()
+    try:
+        return _store(name, upload)
+    finally:
+        storage.discard(upload.path)
+
+
+def _store(name: str, upload: Upload) -> dict[str, Any]:
+    key = name_key(name)
+    fetched = None
+    try:
+        if upload.source_type == "url":
+            fetched = _fetch_url(upload.source)
+            path = fetched
+        elif upload.source_type in ("file", "", None):
+            path = upload.path
+        else:
+            raise Unprocessable(f"Unknown source_type {upload.source_type!r}: 'file' or 'url'")
+        if path is None:
+            raise Unprocessable("The request has no file part named 'file'")
+        existing = _find(key)
+        if existing is not None and not upload.overwrite:
+            raise FileExists(name)  # before converting: nothing to undo
+        converted = _convert(path, upload, key)
+    finally:
+        storage.discard(fetched)
+    try:
+        before = _audited(existing) if existing is not None else None
+        row = existing or UploadedFile(name=name, name_key=key)
+        row.name, row.row_count, row.columns = name, converted.row_count, converted.columns
+        row.size, row.original_name = converted.size, upload.original_name
+        if existing is None:
+            db.session.add(row)
+        audit.record_change("file", "replace" if existing else "upload", name, before,
+                            _audited(row))
+        commit(lambda: FileExists(name))
+        storage.publish(converted, key)  # after the commit: a lost race leaves no bytes
+    finally:
+        storage.discard(converted.part)
+    return _entry(row)
+
+
+def _convert(path: str, upload: Upload, key: str) -> storage.Converted:
+    try:
+        kind = storage.sniff_format(path, upload.original_name, upload.sheet)
+        return storage.convert(path, kind, key, upload.sheet)
+    except storage.FileFormatError as exc:
+        raise Unprocessable(str(exc), title="Malformed file") from None
+    except storage.ConversionTooLarge as exc:
+        raise PayloadTooLarge(f"The file cannot be converted within the converter's memory "
+                              f"limit: {exc}") from None
+
+
+def list_files() -> list[dict[str, Any]]:
+    """The uploaded files; none for a caller who may not query the data source files
+    (a source one may not query does not exist for one)."""
+    if not access.may_query(storage.FILES_SOURCE):
+        return []
+    rows = db.session.scalars(select(UploadedFile).order_by(UploadedFile.name_key))
+    return [_entry(row) for row in rows]
+
+
+def file_tables() -> list[dict[str, Any]]:
+    """The files as tables with their columns and types (the console's completion)."""
+    return [{"name": f["name"],
+             "columns": [{"name": c, "type": t}
+                         for c, t in storage.file_schema(name_key(f["name"]))]}
+            for f in list_files()]
+
+
+def delete_file(name: str) -> None:
+    access.require_admin("delete files")
+    key = lookup_key(name)
+    row = _find(key) if key else None
+    if row is None:
+        raise FileNotFound(name)
+    audit.record_change("file", "delete", row.name, _audited(row), None)
+    result = db.session.execute(delete(UploadedFile).where(UploadedFile.id == row.id))
+    if result.rowcount == 0:
+        db.session.rollback()
+        raise FileNotFound(name)
+    db.session.commit()
+    storage.remove(key)
+
+
+def _find(key: str) -> UploadedFile | None:
+    return db.session.scalar(select(UploadedFile).where(UploadedFile.name_key == key))
+
+
+def _entry(row: UploadedFile) -> dict[str, Any]:
+    return {"name": row.name, "row_count": row.row_count, "columns": list(row.columns),
+            "size": row.size, "created_at": row.created_at}
+
+
+def _audited(row: UploadedFile) -> dict[str, Any]:
+    return {"row_count": row.row_count, "columns": list(row.columns), "size": row.size,
+            "original_name": row.original_name}
+
+
+def _fetch_url(url: str | None) -> str:
+    """Download ``url`` into the files folder, only from a host of FILES_URL_ALLOW."""
+    allowed = {h.strip().lower() for h in
+               (current_app.config.get("FILES_URL_ALLOW") or "").split(",") if h.strip()}
+    parts = urlsplit(url or "")
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        raise Unprocessable(f"source must be an http(s) URL, not {url!r}")
+    if host not in allowed:
+        raise Unprocessable(f"Uploads from URLs are allowed only from the hosts of "
+                            f"QUARRY_FILES_URL_ALLOW; {host!r} is not one of them",
+                            title="URL not allowed")
+    limit = current_app.config["FILES_MAX_BYTES"]
+    target = storage.upload_target()
+    try:
+        with target, urllib.request.urlopen(url, timeout=30) as answer:  # noqa: S310
+            copied = 0
+            while chunk := answer.read(1 << 20):
+                copied += len(chunk)
+                if copied > limit:
+                    raise PayloadTooLarge(f"The file at {url} is larger than "
+                                          f"QUARRY_FILES_MAX_BYTES ({limit} bytes)")
+                target.write(chunk)
+    except BaseException:
+        storage.discard(target.name)
+        raise
+    return target.name
+
+
+__all__ = ["Upload", "check_name", "delete_file", "discard", "list_files", "upload_file",
+           "upload_target"]

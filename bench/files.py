@@ -1,0 +1,131 @@
+"""Uploaded files (issue 22): upload and GROUP BY through Quarry against DuckDB in-process,
+side by side in one run.
+
+    python bench/files.py [--rows 10000000] [--repeat 3]
+
+Makes a CSV of ``--rows`` rows (id, grp: 1 000 groups, x: a double, label: text; about
+100 bytes a row, so 10 M rows is ~1 GB) with DuckDB, then, with one gunicorn worker:
+
+- upload: ``PUT /api/files/big`` (multipart, streamed from disk by ``requests``) against
+  DuckDB's ``COPY (SELECT * FROM read_csv(…)) TO '….parquet'`` in this process — the work
+  the upload does, without HTTP;
+- the worker's RSS growth during the upload (sampled every 50 ms), after a first small
+  upload and query loaded DuckDB into it;
+- ``SELECT grp, count(*), avg(x) FROM files.big GROUP BY grp`` through POST /api/sql/query
+  (1 000 rows answered) against the same statement run by DuckDB in this process on the
+  stored Parquet file: median of ``--repeat`` runs each, alternately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _server import migrate, quarry_env, serving  # noqa: E402
+
+QUERY = "SELECT grp, count(*) AS n, avg(x) AS mean FROM {t} GROUP BY grp"
+
+
+def rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def make_csv(path: Path, rows: int) -> None:
+    duckdb.sql(f"COPY (SELECT i AS id, i % 1000 AS grp, (i * 7919 % 100003) / 7.0 AS x, "
+               f"'label-' || (i % 97) || '-' || repeat('x', 40) AS label "
+               f"FROM range({rows}) t(i)) TO '{path}' (HEADER, DELIMITER ',')")
+
+
+def in_process_convert(csv: Path, out: Path) -> float:
+    started = time.perf_counter()
+    conn = duckdb.connect(config={"threads": 2, "memory_limit": "256MiB"})
+    conn.execute(f"COPY (SELECT * FROM read_csv('{csv}')) TO '{out}' "
+                 "(FORMAT parquet, COMPRESSION zstd)")
+    conn.close()
+    return time.perf_counter() - started
+
+
+def upload(url: str, csv: Path, worker: int) -> tuple[float, int]:
+    before, peak, done = rss(worker), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss(worker))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.perf_counter()
+    with open(csv, "rb") as handle:
+        response = requests.put(f"{url}/api/files/big", files={"file": ("big.csv", handle)},
+                                data={"source_type": "file"}, timeout=3600)
+    seconds = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    response.raise_for_status()
+    return seconds, peak[0] - before
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="quarry-bench-files-") as tmp:
+        work = Path(tmp)
+        csv = work / "big.csv"
+        make_csv(csv, args.rows)
+        print(f"CSV: {args.rows:,} rows, {csv.stat().st_size / 2**20:,.0f} MiB")
+        env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{work}/store.db",
+                         QUARRY_INSTANCE_PATH=str(work), QUARRY_WORKERS="1",
+                         QUARRY_FILES_MAX_BYTES=str(4 * 2**30), QUARRY_SQL_TIMEOUT_S="600")
+        migrate(env)
+        with serving(env, work) as server:
+            worker = server.worker_pids()[0]
+            # A first small upload and query load DuckDB in the worker (~55 MiB, once per
+            # process): the figures below are those of a warm worker.
+            requests.put(f"{server.url}/api/files/warm", files={"file": ("w.csv", b"a\n1\n")},
+                         timeout=60).raise_for_status()
+            requests.post(f"{server.url}/api/sql/query", timeout=60,
+                          json={"query": "SELECT * FROM files.warm"}).raise_for_status()
+            quarry_s, growth = upload(server.url, csv, worker)
+            direct_s = in_process_convert(csv, work / "direct.parquet")
+            print(f"upload: Quarry {quarry_s:.2f} s, DuckDB in-process {direct_s:.2f} s, "
+                  f"ratio {quarry_s / direct_s:.2f}")
+            print(f"worker RSS growth during the upload: {growth / 2**20:.0f} MiB")
+            stored = work / "files" / "big.parquet"
+            times: dict[str, list[float]] = {"quarry": [], "duckdb": []}
+            conn = duckdb.connect(config={"threads": 2})
+            session = requests.Session()
+            for _ in range(args.repeat):
+                started = time.perf_counter()
+                body = session.post(f"{server.url}/api/sql/query", timeout=600, json={
+                    "query": QUERY.format(t="files.big")}).json()
+                times["quarry"].append(time.perf_counter() - started)
+                assert body["type"] == "table" and len(body["data"]) == 1000, body
+                started = time.perf_counter()
+                rows = conn.execute(QUERY.format(t=f"read_parquet('{stored}')")).fetchall()
+                times["duckdb"].append(time.perf_counter() - started)
+                assert len(rows) == 1000
+            quarry, direct = (statistics.median(times[k]) for k in ("quarry", "duckdb"))
+            print(f"GROUP BY over files.big: Quarry {quarry:.3f} s, DuckDB on the Parquet "
+                  f"{direct:.3f} s, ratio {quarry / direct:.2f}")
+            os.sync()
+
+
+if __name__ == "__main__":
+    main()
