@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import os
 
-import pyarrow.dataset as ds
 from sqlglot import exp
 
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.files import FILES_DIALECT, file_columns, stored_path
+from ..sql.formats import _OnFirstUse
 from ..sql.sources import DataSource
 from .engine import Session
 from .plan import Leg
+
+# pyarrow loads with the first file read, not with the app (tests/test_idle_imports.py).
+ds = _OnFirstUse("pyarrow.dataset")
 
 
 def is_file_source(source: DataSource) -> bool:

@@ -142,7 +142,7 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
         raise unknown_source(gated.source.name, registry.names())
     if gated.source is not None and gated.source.dialect == FILES_DIALECT:
         # Uploaded files have no database: the federation engine reads them in place.
-        return _federated(query, registry, db, timeout_s, statement, stream, reached)
+        return _federated(query, registry, db, params, timeout_s, statement, stream, reached)
     check_count_params(gated, params)
     target = gated.source or registry.constants
     if statement is not None:

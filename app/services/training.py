@@ -336,9 +336,16 @@ def check_training_query(source: str, query: str, target: str,
     the column ``target`` (and a forecasting model's ORDER BY and GROUP BY columns). Only
     the query's columns are read (``query_columns``), through
     the caller's view of the data sources, as POST /api/sql/query would run it."""
+    registry = access.queryable_sources()
     try:
-        columns = query_columns(source, query, registry=access.queryable_sources(),
-                                timeout_s=current_app.config["SQL_TIMEOUT_S"])
+        found = registry.get(source)
+        if found is not None and found.dialect == FILES_DIALECT:
+            # Uploaded files have no database: the engine reads none of their rows here.
+            columns, _ = _file_rows(registry, f"SELECT * FROM ({query.strip().rstrip(';')}) "
+                                              "AS quarry_columns LIMIT 0", 0)
+        else:
+            columns = query_columns(source, query, registry=registry,
+                                    timeout_s=current_app.config["SQL_TIMEOUT_S"])
     except SqlError as exc:
         raise Unprocessable(f"The training query cannot be run: {exc.message}",
                             title="Invalid training query") from None

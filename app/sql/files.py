@@ -18,17 +18,19 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow.parquet as pq
 from flask import Flask, current_app
 from sqlglot import exp
 
 from .errors import ErrorCode, SqlError
+from .formats import _OnFirstUse
 from .functions.base import FunctionPolicy, function_name
 from .sources import DataSource
 
 FILES_SOURCE = "files"
 FILES_DIALECT = "files"
 _PART = ".part"
+# pyarrow (and pandas with it) loads with the first upload or file read, not with the app.
+pq = _OnFirstUse("pyarrow.parquet")
 
 
 class FileFormatError(Exception):
