@@ -307,7 +307,7 @@ _LINKS: dict[str, tuple[tuple[str, ...], dict[str, dict[str, str]]]] = {
         follower: {"project": "$response.body#/name"}
         for follower in ("get_project", "delete_project", "create_skill", "list_agents",
                          "create_agent", "list_models", "create_model", "list_members",
-                         "list_saved_queries", "save_query")}),
+                         "list_saved_queries", "save_query", "list_views", "create_view")}),
     "create_database": (("201",), dict.fromkeys(
         ("get_database", "update_database", "delete_database", "list_tables"),
         {"name": "$response.body#/name"})),
@@ -317,6 +317,9 @@ _LINKS: dict[str, tuple[tuple[str, ...], dict[str, dict[str, str]]]] = {
     "put_skill": (("200", "201"), dict.fromkeys(_SKILL, _IN_PROJECT)),
     "create_agent": (("201",), dict.fromkeys(_AGENT, _IN_PROJECT)),
     "update_agent": (("200",), dict.fromkeys(_AGENT, _IN_PROJECT)),
+    "create_view": (("201",), dict.fromkeys(("get_view", "update_view", "delete_view"),
+                                            {"project": "$request.path.project",
+                                             "name": "$response.body#/name"})),
     "create_model": (("201",), dict.fromkeys(
         ("get_model", "delete_model", "describe_model", "predict_model"), _IN_PROJECT)),
 }
