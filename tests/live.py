@@ -32,6 +32,18 @@ def quarry_env(**settings: str) -> dict[str, str]:
     return env
 
 
+def migrated_sqlite_env(directory, **settings: str) -> dict[str, str]:
+    """Settings of a Quarry on a new SQLite store in ``directory`` (migrated by ``flask db
+    upgrade``, as an operator would), one worker of four threads unless ``settings`` say
+    otherwise."""
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{directory}/store.db",
+                     QUARRY_INSTANCE_PATH=str(directory), QUARRY_WORKERS="1",
+                     QUARRY_THREADS="4")
+    env.update(settings)
+    flask(env, "db", "upgrade")
+    return env
+
+
 def flask(env: dict[str, str], *args: str) -> str:
     """Run ``flask --app wsgi ARGS`` as an operator would; its output."""
     result = subprocess.run([str(BIN / "flask"), "--app", "wsgi", *args], cwd=ROOT, env=env,

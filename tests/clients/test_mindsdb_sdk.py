@@ -9,7 +9,7 @@ import requests
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
 from mindsdb_sdk.skills import Skill  # noqa: E402
 
-from tests.live import flask, quarry_env, serving  # noqa: E402
+from tests.live import migrated_sqlite_env, serving  # noqa: E402
 
 SETOSA = {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}
 VIRGINICA = {"sepal_length": 7.7, "sepal_width": 3.0, "petal_length": 6.1, "petal_width": 2.3}
@@ -21,10 +21,7 @@ pytestmark = pytest.mark.slow
 def url(tmp_path_factory, session_dir):
     """Quarry under gunicorn on a free port, with a migrated temporary SQLite store."""
     tmp = tmp_path_factory.mktemp("sdk")
-    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
-                     QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
-                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="1", QUARRY_THREADS="4")
-    flask(env, "db", "upgrade")
+    env = migrated_sqlite_env(tmp, QUARRY_DEMO_PATH=f"{session_dir}/demo.db")
     with serving(env, tmp) as server:
         yield server.url
 
@@ -245,11 +242,8 @@ def ts_url(tmp_path_factory, session_dir):
         for s, site in enumerate(("a", "b")) for d in range(70)])
     conn.commit()
     conn.close()
-    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
-                     QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
-                     QUARRY_DATA_SOURCES=f'{{"tsdb": "sqlite:///{tmp}/ts.db"}}',
-                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="1", QUARRY_THREADS="4")
-    flask(env, "db", "upgrade")
+    env = migrated_sqlite_env(tmp, QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
+                              QUARRY_DATA_SOURCES=f'{{"tsdb": "sqlite:///{tmp}/ts.db"}}')
     with serving(env, tmp) as server:
         yield server.url
 

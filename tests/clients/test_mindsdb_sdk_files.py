@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.live import flask, quarry_env, serving
+from tests.live import migrated_sqlite_env, serving
 
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
 
@@ -16,10 +16,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def url(tmp_path_factory, session_dir):
     tmp = tmp_path_factory.mktemp("sdk_files")
-    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
-                     QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
-                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="1", QUARRY_THREADS="4")
-    flask(env, "db", "upgrade")
+    env = migrated_sqlite_env(tmp, QUARRY_DEMO_PATH=f"{session_dir}/demo.db")
     with serving(env, tmp) as server:
         yield server.url
 
