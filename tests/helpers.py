@@ -1,5 +1,8 @@
 """Assertions shared by the HTTP tests."""
 
+from collections.abc import Callable
+from typing import Any
+
 PROBLEM = "application/problem+json"
 
 
@@ -18,3 +21,19 @@ def assert_problem(response, status: int, *words: str) -> dict:
 
 def skill_body(name: str, type_: str = "retrieval", **params) -> dict:
     return {"skill": {"name": name, "type": type_, "params": params or {"source": "kb"}}}
+
+
+def sql_runner(client) -> Callable[..., dict]:
+    """``run(sql, db=None, **body)``: the statement through POST /api/sql/query (``db`` as
+    its context), asserting HTTP 200 and a JSON answer; the answer's body."""
+
+    def run(sql: str, db: str | None = None, **extra: Any) -> dict:
+        body: dict[str, Any] = {"query": sql, **extra}
+        if db is not None:
+            body["context"] = {"db": db}
+        response = client.post("/api/sql/query", json=body)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        assert response.mimetype == "application/json"
+        return response.get_json()
+
+    return run

@@ -12,7 +12,6 @@ import os
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import psycopg
 import pymysql
@@ -22,6 +21,7 @@ from flask import Flask
 from app import create_app
 
 from ..conftest import MARIADB_URL, PG_ADMIN_URL, _dispose
+from ..helpers import sql_runner
 
 PID = os.getpid()
 SPLIT_DB = f"quarry_fed_split_{PID}"
@@ -121,14 +121,4 @@ def fed_app(fed_sources, sqlite_template, session_dir) -> Iterator[Flask]:
 @pytest.fixture
 def fquery(fed_app) -> Callable[..., dict]:
     """``fquery(sql, db=None, **body)`` -> the JSON body (HTTP 200 asserted)."""
-    client = fed_app.test_client()
-
-    def run(sql: str, db: str | None = None, **extra: Any) -> dict:
-        body: dict[str, Any] = {"query": sql, **extra}
-        if db is not None:
-            body["context"] = {"db": db}
-        response = client.post("/api/sql/query", json=body)
-        assert response.status_code == 200, response.get_data(as_text=True)
-        return response.get_json()
-
-    return run
+    return sql_runner(fed_app.test_client())

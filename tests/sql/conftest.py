@@ -24,6 +24,7 @@ from sqlalchemy.engine import make_url
 from app import create_app
 
 from ..conftest import MARIADB_URL, PG_ADMIN_URL, _dispose
+from ..helpers import sql_runner
 
 PID = os.getpid()
 SRC_DB = f"quarry_src_{PID}"
@@ -184,18 +185,7 @@ def sql_app(sources, sqlite_template, session_dir) -> Iterator[Flask]:
 @pytest.fixture
 def query(sql_app) -> Callable[..., dict]:
     """``query("SELECT 1", db="pg", params={...})`` -> the JSON body (asserting HTTP 200)."""
-    client = sql_app.test_client()
-
-    def run(sql: str, db: str | None = None, **extra: Any) -> dict:
-        body: dict[str, Any] = {"query": sql, **extra}
-        if db is not None:
-            body["context"] = {"db": db}
-        response = client.post("/api/sql/query", json=body)
-        assert response.status_code == 200, response.get_data(as_text=True)
-        assert response.mimetype == "application/json"
-        return response.get_json()
-
-    return run
+    return sql_runner(sql_app.test_client())
 
 
 def file_digest(path: str) -> str:
