@@ -8,7 +8,7 @@ Floors, top to bottom (DESIGN.md; docs/architecture.md explains each):
     3  adapter   mindsdb, mcp (MCP: a sibling adapter that may call mindsdb)
     2  service   services, schemas
     1  data      store, sql, ml, federation (above sql: it imports sql, never the reverse)
-    0  base      config, errors, extensions, rules, lru, jsonio, malloc, telemetry
+    0  base      config, errors, extensions, rules, lru, jsonio, malloc, telemetry, lazy
 
 Every import counts: at module level, inside functions and under ``if TYPE_CHECKING``. An
 import inside a function must moreover be one of ``LAZY_IMPORTS`` (each with its reason), so
@@ -37,7 +37,7 @@ FLOORS = {
     "app.services": 2, "app.schemas": 2,
     "app.store": 1, "app.sql": 1, "app.ml": 1, "app.federation": 1,
     "app.config": 0, "app.errors": 0, "app.extensions": 0, "app.rules": 0, "app.lru": 0,
-    "app.jsonio": 0, "app.malloc": 0, "app.telemetry": 0,
+    "app.jsonio": 0, "app.malloc": 0, "app.telemetry": 0, "app.lazy": 0,
 }
 # Function-level imports of app modules that are allowed, and why. Nothing else may import
 # inside a function (it would only hide a circle).

@@ -12,15 +12,15 @@ import os
 
 from sqlglot import exp
 
+from ..lazy import on_first_use
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.files import FILES_DIALECT, file_columns, stored_path
-from ..sql.formats import _OnFirstUse
 from ..sql.sources import DataSource
 from .engine import Session
 from .plan import Leg
 
 # pyarrow loads with the first file read, not with the app (tests/test_idle_imports.py).
-ds = _OnFirstUse("pyarrow.dataset")
+ds = on_first_use("pyarrow.dataset")
 
 
 def is_file_source(source: DataSource) -> bool:

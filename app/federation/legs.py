@@ -17,11 +17,11 @@ from sqlglot import exp
 
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.formats import (
-    _arrow_column,
-    _declared_type,
-    _value_type,
+    arrow_column,
     columns_of,
+    declared_type,
     pa,  # pyarrow, imported with the first federated statement
+    value_type,
 )
 from ..sql.gate import gate
 from ..sql.running import Statement
@@ -56,7 +56,7 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
     stream = _open(registry, statement, deadline, leg.source, leg.sql, max_rows)
     rows = 0
     try:
-        kinds = [_declared_type(stream.dialect, spec) for spec in stream.types] \
+        kinds = [declared_type(stream.dialect, spec) for spec in stream.types] \
             or [None] * len(stream.columns)
         names = [c.lower() for c in stream.columns]
         for batch in stream.batches():
@@ -84,8 +84,8 @@ def _record_batch(batch: list, names: list[str], kinds: list[pa.DataType | None]
     arrays = []
     for values, kind, name in zip(columns_of(batch, len(names)), kinds, names, strict=True):
         if kind is None:  # a type the driver does not declare (SQLite, MariaDB text)
-            kind = pa.null() if all(v is None for v in values) else _value_type(values)
-        arrays.append(_arrow_column(values, kind, name))
+            kind = pa.null() if all(v is None for v in values) else value_type(values)
+        arrays.append(arrow_column(values, kind, name))
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 

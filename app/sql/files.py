@@ -21,8 +21,8 @@ from typing import Any
 from flask import Flask, current_app
 from sqlglot import exp
 
+from ..lazy import on_first_use
 from .errors import ErrorCode, SqlError
-from .formats import _OnFirstUse
 from .functions.base import FunctionPolicy, function_name
 from .sources import DataSource
 
@@ -30,7 +30,7 @@ FILES_SOURCE = "files"
 FILES_DIALECT = "files"
 _PART = ".part"
 # pyarrow (and pandas with it) loads with the first upload or file read, not with the app.
-pq = _OnFirstUse("pyarrow.parquet")
+pq = on_first_use("pyarrow.parquet")
 
 
 class FileFormatError(Exception):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import csv
 import functools
-import importlib
 import io
 import logging
 import uuid
@@ -32,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from ..lazy import on_first_use
 from .encode import _dumps_stdlib, _orjson_default, iso_duration
 from .errors import ErrorCode, SqlError
 from .stream import TableStream
@@ -40,24 +40,9 @@ log = logging.getLogger(__name__)
 
 
 
-class _OnFirstUse:
-    """A module imported when one of its names is first read.
-
-    pyarrow (55 MiB, and pandas, which its first scalar or array loads) serves only Arrow
-    and CSV streams: imported with this module, it sat in every gunicorn worker (and its
-    master) of a service that may never send one. Names are read per batch or column,
-    never per value, so the lookup costs nothing measurable.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(importlib.import_module(self._name), attr)
-
-
-pa = _OnFirstUse("pyarrow")
-pc = _OnFirstUse("pyarrow.compute")
+# pyarrow loads with the first Arrow or CSV stream (app/lazy.py says why).
+pa = on_first_use("pyarrow")
+pc = on_first_use("pyarrow.compute")
 
 
 @functools.cache
@@ -355,7 +340,7 @@ _PG_NUMERIC = 1700
 _MYSQL_DECIMAL = (0, 246)
 
 
-def _declared_type(dialect: str, spec: Any) -> pa.DataType | None:
+def declared_type(dialect: str, spec: Any) -> pa.DataType | None:
     """The Arrow type for a column as the driver describes it; None: decide from values."""
     if not spec:
         return None
@@ -376,7 +361,7 @@ def _declared_type(dialect: str, spec: Any) -> pa.DataType | None:
     return _arrow().mysql_types.get(code)
 
 
-def _value_type(values: list) -> pa.DataType:
+def value_type(values: list) -> pa.DataType:
     """The Arrow type of a column from its values (SQLite declares none)."""
     kinds = {v.__class__ for v in values if v is not None}
     if not kinds:
@@ -408,7 +393,7 @@ def _arrow_text(value: Any) -> Any:
 _PLAIN_TEXT = {str, type(None)}
 
 
-def _arrow_column(values: list, kind: pa.DataType, name: str,
+def arrow_column(values: list, kind: pa.DataType, name: str,
                   allowed: frozenset[type] | None = None) -> pa.Array:
     """``allowed``: for a type decided from the first batch's values (SQLite), the Python
     types a later value may have; pyarrow itself would write 2.5 into an int64 as 2."""
@@ -434,7 +419,7 @@ def _arrow_column(values: list, kind: pa.DataType, name: str,
 
 
 def _allowed(kind: pa.DataType) -> frozenset[type] | None:
-    """The Python types of a column whose Arrow type came from values (``_value_type``);
+    """The Python types of a column whose Arrow type came from values (``value_type``);
     None: any (text: every value has one)."""
     if pa.types.is_timestamp(kind):
         return frozenset({datetime})
@@ -453,8 +438,8 @@ def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[byte
     kinds, allowed = [], []
     for i in range(len(stream.columns)):
         spec = stream.types[i] if i < len(stream.types) else None
-        declared = _declared_type(stream.dialect, spec)
-        kinds.append(declared if declared is not None else _value_type(columns[i]))
+        declared = declared_type(stream.dialect, spec)
+        kinds.append(declared if declared is not None else value_type(columns[i]))
         allowed.append(None if declared is not None else _allowed(kinds[-1]))
     schema = pa.schema([pa.field(n, k) for n, k in zip(stream.columns, kinds, strict=True)],
                        metadata=metadata)
@@ -462,7 +447,7 @@ def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[byte
         batch = first
         while True:
             if batch:
-                arrays = [_arrow_column(*column) for column in
+                arrays = [arrow_column(*column) for column in
                           zip(columns_of(batch, len(kinds)), kinds, stream.columns, allowed,
                               strict=True)]
                 writer.write_batch(pa.record_batch(arrays, schema=schema))
@@ -483,7 +468,7 @@ def _native_arrow(stream: TableStream, first: Any, batches: Iterator[Any],
     """Every column's type is declared (``pgtypes.arrow_eligible``)."""
     from .native import conform  # loaded already: these batches came from native.py
 
-    schema = pa.schema([pa.field(n, _declared_type(stream.dialect, spec))
+    schema = pa.schema([pa.field(n, declared_type(stream.dialect, spec))
                         for n, spec in zip(stream.columns, stream.types, strict=True)],
                        metadata=metadata)
     with pa.ipc.new_stream(sink, schema) as writer:
