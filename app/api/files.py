@@ -47,6 +47,11 @@ def delete_file(name):
 _FIELD_BYTES = 1024 * 1024
 
 
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"The file is larger than the limit of {limit} bytes "
+                           "(QUARRY_FILES_MAX_BYTES)")
+
+
 def _read_upload(args: dict[str, Any]) -> service.Upload:
     """The form, with its file part written straight into the files folder as it arrives
     (never held in memory, and never copied again: the converter reads it there)."""
@@ -72,8 +77,7 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
         for handle in parts:
             handle.close()
             service.discard(handle.name)
-        raise PayloadTooLarge(f"The file is larger than the limit of {limit} bytes "
-                              "(QUARRY_FILES_MAX_BYTES)") from None
+        raise _too_large(limit) from None
     stored = files.get("file")
     for handle in parts:
         handle.close()
@@ -81,8 +85,7 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
             service.discard(handle.name)
     if stored is not None and os.path.getsize(stored.stream.name) > limit:
         service.discard(stored.stream.name)
-        raise PayloadTooLarge(f"The file is larger than the limit of {limit} bytes "
-                              "(QUARRY_FILES_MAX_BYTES)")
+        raise _too_large(limit)
     return service.Upload(
         path=stored.stream.name if stored is not None else None,
         source_type=(form.get("source_type") or "file").lower(),
