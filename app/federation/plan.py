@@ -32,7 +32,7 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ..sql.errors import ErrorCode, SqlError
-from ..sql.gate import check_read_only, check_row_counts, parse_single
+from ..sql.gate import check_read_only, check_row_counts, parse_any
 from ..sql.sources import DataSource, SourceRegistry
 
 LEG_PREFIX = "leg_"
@@ -83,20 +83,7 @@ def parse(query: str, registry: SourceRegistry, params: dict[str, Any] | None = 
     """The statement, parsed and checked read-only before anything reaches a source; its
     ``:name`` parameters become literals of the tree (sqlglot writes them quoted and
     escaped for each source and the engine, so a value never becomes SQL)."""
-    try:
-        statement = parse_single(query, None)
-    except SqlError as exc:
-        if exc.code != ErrorCode.SYNTAX:
-            raise
-        statement = None
-        for glot in registry.dialects():
-            try:
-                statement = parse_single(query, glot)
-                break
-            except SqlError:
-                continue
-        if statement is None:
-            raise
+    statement, _ = parse_any(query, registry)
     check_read_only(statement, None)
     check_row_counts(statement)
     _bind(statement, params or {})

@@ -94,10 +94,16 @@ def _scopes(view: dict[str, Any]) -> list[tuple[str, str, SqlScope | None, str]]
     return found
 
 
-def _columns_text(scope: SqlScope) -> str:
-    try:
-        schema = console.schema(scope.database)["data_sources"]
-    except QuarryError:
+def _columns_text(scope: SqlScope, schemas: dict[str, list | None]) -> str:
+    """The scope's tables with their columns; ``schemas`` keeps each data source's catalog
+    for the other skills of the same agent (one catalog query per source, not per skill)."""
+    if scope.database not in schemas:
+        try:
+            schemas[scope.database] = console.schema(scope.database)["data_sources"]
+        except QuarryError:
+            schemas[scope.database] = None
+    schema = schemas[scope.database]
+    if schema is None:
         return " (the data source is not available to you)"
     lines = []
     for source in schema:
@@ -116,6 +122,7 @@ def agent_tools(project: str, agent_name: str) -> ToolSet:
 def tool_set_of(view: dict[str, Any], project: str) -> ToolSet:
     """The tools of an agent (its view, as the agents service gives it)."""
     served: dict[str, Tool] = {}
+    schemas: dict[str, list | None] = {}
     for name, skill, scope, kind in _scopes(view):
         name = _tool_name(name)
         if scope is None:
@@ -127,7 +134,7 @@ def tool_set_of(view: dict[str, Any], project: str) -> ToolSet:
         served[name] = Tool(types.Tool(
             name=name,
             description=f"Run one read-only SQL SELECT on the data source {scope.database} "
-                        f"(its dialect), reading only these tables.{_columns_text(scope)}",
+                        f"(its dialect), reading only these tables.{_columns_text(scope, schemas)}",
             input_schema={"type": "object", "additionalProperties": False,
                           "properties": {"query": {"type": "string",
                                                    "description": "The SQL text"}},
@@ -144,10 +151,7 @@ def _cannot_run(skill: str, kind: str):
 
 def _scoped_query(scope: SqlScope):
     def run(arguments: dict[str, Any]) -> dict[str, Any]:
-        query = arguments.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise ToolError("Argument 'query' must be a non-empty string")
-        return run_scoped(scope, query)
+        return run_scoped(scope, tools.text_argument(arguments, "query"))
     return run
 
 

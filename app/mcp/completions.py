@@ -94,7 +94,6 @@ def _error_message(exc: urllib.error.HTTPError) -> str:
 class Completion:
     answer: str
     statements: list[dict[str, Any]] = field(default_factory=list)
-    steps: int = 0
 
 
 def endpoint_of(view: dict[str, Any]) -> Endpoint:
@@ -216,11 +215,9 @@ def _run_call(tool_set: ToolSet, call: dict[str, Any]) -> tuple[dict[str, Any], 
 
 def complete(project: str, agent_name: str, messages: list[dict[str, Any]]) -> Completion:
     """The agent's answer to the last question of ``messages``."""
-    ran: list[dict[str, Any]] = []
     for event in steps(project, agent_name, messages):
         if event["type"] == "answer":
-            return Completion(event["answer"], event["statements"], len(ran))
-        ran.append(event)
+            return Completion(event["answer"], event["statements"])
     raise AssertionError("the loop ends with an answer or an error")  # pragma: no cover
 
 

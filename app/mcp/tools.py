@@ -135,7 +135,7 @@ def cut(columns: list[str], rows: list[Any], truncated: bool = False) -> dict[st
     return {"columns": columns, "rows": [list(r) for r in rows], "truncated": truncated}
 
 
-def _text(arguments: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+def text_argument(arguments: dict[str, Any], name: str, *, required: bool = True) -> str | None:
     value = arguments.get(name)
     if value is None and not required:
         return None
@@ -164,7 +164,7 @@ def run_sql(query: str, context_db: str | None) -> dict[str, Any]:
                                         "database": context_db or DEFAULT_PROJECT})
         raise ToolError(exc.message) from None
     answer = statements.run_query(query, context_db, None, timeout_s=None,
-                                  response_format="json", user=audit_user())
+                                  response_format="json", user=access.actor_name())
     body = answer.body or {}
     if body.get("type") == "error":
         raise ToolError(body.get("error_message") or "The statement failed")
@@ -174,12 +174,8 @@ def run_sql(query: str, context_db: str | None) -> dict[str, Any]:
                bool(body.get("truncated")))
 
 
-def audit_user() -> str | None:
-    return access.actor_name()
-
-
 def _query(arguments: dict[str, Any]) -> dict[str, Any]:
-    return run_sql(_text(arguments, "query"), _context_db(arguments))
+    return run_sql(text_argument(arguments, "query"), _context_db(arguments))
 
 
 def _list_databases(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +207,7 @@ def _record(label: str, source: str | None, rows: int | None, started: float, ou
 
 
 def _list_tables(arguments: dict[str, Any]) -> dict[str, Any]:
-    database = _text(arguments, "database", required=False)
+    database = text_argument(arguments, "database", required=False)
 
     def run() -> dict[str, Any]:
         rows = []
@@ -231,13 +227,13 @@ def _rows_table(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _model_args(arguments: dict[str, Any]) -> tuple[str, str]:
-    project = _text(arguments, "project", required=False) or DEFAULT_PROJECT
-    return project, _text(arguments, "model") or ""
+    project = text_argument(arguments, "project", required=False) or DEFAULT_PROJECT
+    return project, text_argument(arguments, "model") or ""
 
 
 def _describe_model(arguments: dict[str, Any]) -> dict[str, Any]:
     project, model = _model_args(arguments)
-    attribute = _text(arguments, "attribute", required=False)
+    attribute = text_argument(arguments, "attribute", required=False)
     return _recorded(f"-- MCP describe_model {project}.{model} {attribute or 'info'}", project,
                      lambda: _rows_table(model_service.describe_model(project, model,
                                                                       attribute)))

@@ -29,9 +29,7 @@ def answer_statement(statement: Select, project: str, name: str, alias: str | No
                      ctx: Context) -> Body | None:
     """The agent's answer as a one-row table (question, answer, statements as JSON text), or
     None when ``name`` is no agent of ``project``."""
-    answer = current_app.extensions.get(ANSWER_KEY)
-    if answer is None:
-        return None
+    answer = current_app.extensions[ANSWER_KEY]  # set by create_app (init_completions)
     try:
         agent = agent_service.get_agent(project, name)
     except AgentNotFound:

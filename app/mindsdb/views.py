@@ -23,6 +23,7 @@ from ..sql.errors import ErrorCode, SqlError
 from ..sql.syntax import parse_sqlglot
 from .context import Context, qualified
 from .errors import if_clause, service_errors
+from .statements import ok_body, table_body
 
 Body = dict[str, Any]
 MAX_DEPTH = 16  # views of views: deeper than any real use, shallow enough to stop a loop
@@ -43,7 +44,7 @@ def drop_view(statement: DropView, ctx: Context) -> Body:
                              ProjectNotFound: project}), \
                 if_clause(bool(statement.if_exists), view_service.ViewNotFound):
             view_service.drop_view(project, name)
-    return {"type": "ok", "column_names": [], "context": {"db": ctx.db}}
+    return ok_body(ctx)
 
 
 def show_views(statement: Any, ctx: Context) -> Body:
@@ -52,8 +53,7 @@ def show_views(statement: Any, ctx: Context) -> Body:
     project = str(shown.parts[-1]) if shown is not None else ctx.db
     with service_errors({ProjectNotFound: project}):
         rows = [[v["name"], v["query"]] for v in view_service.list_views(project)]
-    return {"type": "table", "column_names": ["name", "query"], "data": rows,
-            "context": {"db": ctx.db}}
+    return table_body(["name", "query"], rows, ctx)
 
 
 def _define(statement: CreateView | AlterView, ctx: Context, *, replace: bool,
@@ -67,7 +67,7 @@ def _define(statement: CreateView | AlterView, ctx: Context, *, replace: bool,
     with service_errors({NameTaken: qualified(project, name), ProjectNotFound: project}), \
             if_clause(accept, NameTaken):
         view_service.create_view(project, name, query, database, replace=replace)
-    return {"type": "ok", "column_names": [], "context": {"db": ctx.db}}
+    return ok_body(ctx)
 
 
 def _split(identifier: Identifier, ctx: Context) -> tuple[str, str]:

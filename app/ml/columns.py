@@ -190,7 +190,7 @@ def coerce_value(column: ColumnInfo, value: Any, limit: float | None = None) -> 
         if not math.isfinite(number):  # scikit-learn refuses infinities
             raise _unreadable(column, value)
         if limit is not None and abs(number) > limit:
-            raise UnknownValue(f"{_shown(value)} is too large to use")
+            raise UnknownValue(f"{shown(value)} is too large to use")
         return number
     if kind == "binary":
         result = _bool_or_nan(value)
@@ -219,7 +219,7 @@ def coerce_value(column: ColumnInfo, value: Any, limit: float | None = None) -> 
         text = str(value)
     if column.seen is not None and text not in column.seen:
         # The encoders read it as missing (or as the rare values' group); say so.
-        raise UnknownValue(f"{_shown(value)} was not seen in training")
+        raise UnknownValue(f"{shown(value)} was not seen in training")
     return text
 
 
@@ -227,10 +227,10 @@ def _unreadable(column: ColumnInfo, value: Any) -> UnknownValue:
     expected = {"integer": "a number", "float": "a number", "binary": "a boolean",
                 "datetime": "an ISO 8601 date or timestamp",
                 "categorical": "a category"}.get(column.kind, "a value")
-    return UnknownValue(f"{_shown(value)} is not {expected}")
+    return UnknownValue(f"{shown(value)} is not {expected}")
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 

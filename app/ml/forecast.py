@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as student
 
+from .columns import shown
 from .errors import PredictionError, TrainingError
 from .threads import one_native_thread
 
@@ -213,12 +214,12 @@ def split_series(frame: pd.DataFrame, target: str, order: str, groups: list[str]
     unread = values.isna() & frame[target].notna()
     if unread.any():
         raise error(f"The PREDICT column '{target}' holds "
-                    f"{_shown(frame[target][unread].iloc[0])} in {where}: a forecast reads "
+                    f"{shown(frame[target][unread].iloc[0])} in {where}: a forecast reads "
                     "numbers")
     for name in groups:
         odd = frame[name].map(lambda v: isinstance(v, dict | list))
         if odd.any():
-            raise error(f"The GROUP BY column '{name}' holds {_shown(frame[name][odd].iloc[0])}"
+            raise error(f"The GROUP BY column '{name}' holds {shown(frame[name][odd].iloc[0])}"
                         f" in {where}: a group is a text, number or date value")
     keys = pd.Series("", index=frame.index)
     for number, name in enumerate(groups):
@@ -252,11 +253,6 @@ def split_series(frame: pd.DataFrame, target: str, order: str, groups: list[str]
         out.append(Series(key, _plain(g["t"].iloc[0]) if axis.kind != "integer"
                           else int(g["t"].iloc[0]), y, filled))
     return out, axis, kind
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _key_text(groups: list[str], key: Any) -> str:
@@ -522,7 +518,6 @@ class Forecaster:
     low: np.ndarray              # scaled-error quantiles per step
     high: np.ndarray
     history: dict[tuple, tuple[Any, np.ndarray]]  # group -> (order value of y[-1], tail)
-    kind: str = KIND
 
     def bundle(self) -> dict[str, Any]:
         return {"format": 1, "kind": KIND, "forecaster": self}
@@ -548,8 +543,7 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
     target = _column(frame, target, "the PREDICT target")
     order = _column(frame, options["order"], "the ORDER BY column")
     groups = [_column(frame, g, "a GROUP BY column") for g in options["group"]]
-    if not pd.api.types.is_numeric_dtype(pd.to_numeric(frame[target], errors="coerce")) or \
-            pd.to_numeric(frame[target], errors="coerce").notna().sum() == 0:
+    if pd.to_numeric(frame[target], errors="coerce").notna().sum() == 0:
         raise TrainingError(f"The PREDICT column '{target}' of a forecasting model must be "
                             "numeric")
     h, window = int(options["horizon"]), options.get("window")
@@ -678,8 +672,7 @@ def _describe(model: Forecaster, scores: list[Score], best: Score, snaive: Score
 
 # --- prediction -------------------------------------------------------------------------
 
-def forecast(model: Forecaster, rows: list[dict[str, Any]], *,
-             groups_only: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def forecast(model: Forecaster, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The next ``horizon`` rows of each series in ``rows`` (the history: order and target
     values per group). A row without an order value only names its group, which then starts
     from the training data's tail."""

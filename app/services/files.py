@@ -26,7 +26,7 @@ from ..rules.names import lookup_key, name_key, validate_name
 from ..sql import files as storage
 from ..store import UploadedFile
 from . import access, audit
-from .common import commit
+from .common import commit, delete_or_gone
 
 
 @dataclass
@@ -138,11 +138,8 @@ def delete_file(name: str) -> None:
     if row is None:
         raise FileNotFound(name)
     audit.record_change("file", "delete", row.name, _audited(row), None)
-    result = db.session.execute(delete(UploadedFile).where(UploadedFile.id == row.id))
-    if result.rowcount == 0:
-        db.session.rollback()
-        raise FileNotFound(name)
-    db.session.commit()
+    delete_or_gone(delete(UploadedFile).where(UploadedFile.id == row.id),
+                   lambda: FileNotFound(name))
     storage.remove(key)
 
 

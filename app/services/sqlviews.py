@@ -26,7 +26,7 @@ from ..store import Project, SqlView
 from . import access, audit
 from . import databases as database_service
 from . import models as model_service
-from .common import commit
+from .common import commit, delete_or_gone
 from .projects import get_project
 
 
@@ -62,11 +62,8 @@ def drop_view(project_name: str, name: str) -> None:
     if row is None:
         raise ViewNotFound(name, project.name)
     audit.record_change("view", "drop", f"{project.name}.{row.name}", _entry(row), None)
-    result = db.session.execute(delete(SqlView).where(SqlView.id == row.id))
-    if result.rowcount == 0:
-        db.session.rollback()
-        raise ViewNotFound(name, project.name)
-    db.session.commit()
+    delete_or_gone(delete(SqlView).where(SqlView.id == row.id),
+                   lambda: ViewNotFound(name, project.name))
 
 
 def list_views(project_name: str) -> list[dict[str, Any]]:

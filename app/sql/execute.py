@@ -26,7 +26,7 @@ from sqlalchemy import exc as sa_exc
 from .errors import ErrorCode, NativeError, SqlError
 from .gate import gate
 from .roles import check_on_use
-from .running import Statement, marked, mysql_marked
+from .running import Statement, marked
 from .sources import DataSource, SourceRegistry, current_sources
 
 # Rows per chunk of a buffered PostgreSQL answer (libpq's chunked rows mode). The byte
@@ -252,7 +252,7 @@ def _run_mysql_statement(conn: Any, sql: str, params: dict | None, timeout_s: fl
     begin_mysql(conn, cursor, timeout_s)
     started = time.monotonic()
     try:
-        cursor.execute(mysql_marked(conn, sql), params)
+        cursor.execute(marked(conn, sql), params)
         columns = [d[0] for d in cursor.description or ()]
         rows = list(_fetch(cursor, max_rows, max_bytes))
     except SqlError:  # over the byte budget, with rows still unread

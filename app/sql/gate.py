@@ -228,7 +228,7 @@ def _gate(query: str, registry: SourceRegistry, context_db: str | None) -> Gated
         # The source (and so the dialect) is known only from the qualifiers: find them with
         # the generic dialect (or failing that, a source's), then parse again in the
         # source's own dialect.
-        statement, dialect = _parse_any(query, registry)
+        statement, dialect = parse_any(query, registry)
     check_read_only(statement, dialect)
     used = _qualifier_sources(statement, registry, context)
     if len(used) > 1:
@@ -272,7 +272,9 @@ def _keep_comma_joins(statement: exp.Expression, query: str) -> None:
             join.set("kind", None)
 
 
-def _parse_any(query: str, registry: SourceRegistry) -> tuple[exp.Expression, str | None]:
+def parse_any(query: str, registry: SourceRegistry) -> tuple[exp.Expression, str | None]:
+    """The statement parsed generically, or else in the first sources' dialect that reads it
+    (a SYNTAX error of the generic parse is re-raised when none does); that dialect."""
     try:
         return parse_single(query, None), None
     except SqlError as exc:

@@ -201,5 +201,3 @@ def marked(conn: Any, sql: str) -> str:
     query_id = conn.info.get("quarry.query_id")
     return f"/* quarry_{query_id} */ {sql}" if query_id else sql
 
-
-mysql_marked = marked

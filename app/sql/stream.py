@@ -29,7 +29,7 @@ from .execute import (
     reset_mysql_session,
 )
 from .roles import check_on_use
-from .running import Statement, cursor_name, mysql_marked
+from .running import Statement, cursor_name, marked
 from .sources import DataSource
 
 FIRST_BATCH_ROWS = 1000       # small: the first bytes leave quickly
@@ -303,7 +303,7 @@ def _open_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float) -> C
     cursor = my.cursor(pymysql.cursors.SSCursor)
     try:
         begin_mysql(conn, cursor, timeout_s)
-        cursor.execute(mysql_marked(conn, sql), params)
+        cursor.execute(marked(conn, sql), params)
     except BaseException:
         _quietly(my.rollback)
         raise
