@@ -26,7 +26,6 @@ from .errors import if_clause, service_errors
 from .statements import ok_body, table_body
 
 Body = dict[str, Any]
-MAX_DEPTH = 16  # views of views: deeper than any real use, shallow enough to stop a loop
 
 
 def create_view(statement: CreateView, ctx: Context) -> Body:
@@ -62,8 +61,6 @@ def _define(statement: CreateView | AlterView, ctx: Context, *, replace: bool,
     database = str(statement.from_table.parts[-1]) if statement.from_table is not None \
         else None
     query = statement.query_str
-    # A view that reads itself, directly or through others, could never be read.
-    _expanded(query, project, database, ctx, {(project.lower(), name.lower())}, 0)
     with service_errors({NameTaken: qualified(project, name), ProjectNotFound: project}), \
             if_clause(accept, NameTaken):
         view_service.create_view(project, name, query, database, replace=replace)
@@ -117,7 +114,7 @@ def _replace_views(tree: exp.Expression, db: str, database: str | None, ctx: Con
             continue
         project = table.db or (db if database is None else None)
         key = ((project or "").lower(), table.name.lower())
-        if key in visiting or depth >= MAX_DEPTH:
+        if key in visiting or depth >= view_service.MAX_DEPTH:
             raise SqlError(ErrorCode.INVALID_STATEMENT,
                            f"View {project}.{table.name} reads itself (through "
                            f"{', '.join('.'.join(k) for k in sorted(visiting))})")

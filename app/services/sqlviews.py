@@ -29,6 +29,9 @@ from . import models as model_service
 from .common import commit, delete_or_gone
 from .projects import get_project
 
+# Views of views: deeper than any real use, shallow enough to stop a loop.
+MAX_DEPTH = 16
+
 
 class ViewNotFound(ObjectNotFound):
     kind = "View"
@@ -41,7 +44,7 @@ def create_view(project_name: str, name: str, query: str, database: str | None =
     validate_name("view", name)
     project = get_project(project_name, "write")
     _check_statement(query, database)
-    _check_cycle(project.name, query, database, {name_key(name)}, 0)
+    _check_cycle(project.name, query, database, {(project.name.lower(), name.lower())}, 0)
     row = _find(project, name)
     if row is not None and not replace:
         raise NameTaken("View", name, project.name)
@@ -122,22 +125,26 @@ def update_view(project_name: str, name: str, query: str) -> dict[str, Any]:
     return create_view(project.name, row.name, query, row.database, replace=True)
 
 
-def _check_cycle(project: str, query: str, database: str | None, visiting: set[str],
-                 depth: int) -> None:
-    """Unprocessable when the views ``query`` reads (in ``project``) read a view of
-    ``visiting``: such a view could never be read."""
-    for table in parse_single(query, None).find_all(exp.Table):
-        in_project = table.db.lower() == project.lower() if table.db else database is None
-        if table.catalog or not in_project:
+def _check_cycle(project: str, query: str, database: str | None,
+                 visiting: set[tuple[str, str]], depth: int) -> None:
+    """Unprocessable when the views ``query`` reads (in any project) read a view of
+    ``visiting`` ((project, name) in lower case): such a view could never be read.
+    ``database``: the data source bare names are in (a view made FROM db)."""
+    tree = parse_single(query, None)
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if table.catalog or not table.name or (not table.db and table.name.lower() in ctes):
             continue
-        key = table.name.lower()
-        if key in visiting or depth > 16:
-            raise Unprocessable(f"View {project}.{table.name} reads itself",
+        owner = table.db or (project if database is None else None)
+        if owner is None:
+            continue  # a bare name of a view made FROM db: a table of that data source
+        key = (owner.lower(), table.name.lower())
+        if key in visiting or depth >= MAX_DEPTH:
+            raise Unprocessable(f"View {owner}.{table.name} reads itself",
                                 title="Invalid view")
-        view = find_view(project, table.name)
+        view = find_view(owner, table.name)
         if view is not None:
-            _check_cycle(project, view["query"], view["database"], visiting | {key},
-                         depth + 1)
+            _check_cycle(owner, view["query"], view["database"], visiting | {key}, depth + 1)
 
 
 def _check_statement(query: str, database: str | None) -> None:

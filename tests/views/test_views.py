@@ -163,3 +163,16 @@ def test_views_over_rest_as_mindsdb_namespaces_views(client):
     assert client.get(f"{base}/v").status_code == 404
     assert client.put(f"{base}/v", json={"view": {"query": "SELECT 1"}}).status_code == 404
     assert client.get("/api/projects/nope/views").status_code == 404
+
+
+def test_a_cycle_through_another_project_is_refused_on_both_paths(client):
+    # The rule lives in the views service: SQL and REST refuse the same cycle, also when it
+    # passes through a view of another project.
+    assert client.post("/api/projects", json={"name": "q"}).status_code == 201
+    ok(client, "CREATE VIEW q.w AS (SELECT 1 AS x)")
+    ok(client, "CREATE VIEW mindsdb.v AS (SELECT x FROM q.w)")
+    refused = client.put("/api/projects/q/views/w",
+                         json={"view": {"query": "SELECT x FROM mindsdb.v"}})
+    assert refused.status_code == 422 and "reads itself" in refused.get_json()["detail"]
+    error(client, "ALTER VIEW q.w AS (SELECT x FROM mindsdb.v)", "reads itself")
+    assert ok(client, "SELECT x FROM mindsdb.v")["data"] == [[1]]
