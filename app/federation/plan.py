@@ -85,8 +85,8 @@ def parse(query: str, registry: SourceRegistry, params: dict[str, Any] | None = 
     escaped for each source and the engine, so a value never becomes SQL)."""
     statement, _ = parse_any(query, registry)
     check_read_only(statement, None)
-    check_row_counts(statement)
     _bind(statement, params or {})
+    check_row_counts(statement)  # after binding: a count given as a parameter is a literal now
     return statement
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from app.services import auth as auth_service
+from app.sql.errors import ErrorCode
 
 from .conftest import ORDERS, SPLIT_DB, _pg
 
@@ -158,6 +159,12 @@ def test_parameters_are_bound_as_values(fquery):
     body = fquery(sql, params={"who": "Ada"})
     assert body["type"] == "error" and body["error_code"] == 8 and ":least" in \
         body["error_message"]
+    # A row count given as a parameter is held to the same 64-bit bound as a written one.
+    limited = sql + " LIMIT :n"
+    body = fquery(limited, params={"who": "Ada", "least": 0, "n": 2 ** 70})
+    assert body["type"] == "error" and body["error_code"] == ErrorCode.OUT_OF_RANGE, body
+    whole = fquery(sql, params={"who": "Ada", "least": 0})["data"]
+    assert fquery(limited, params={"who": "Ada", "least": 0, "n": 1})["data"] == whole[:1]
 
 
 MORE = [  # rows compared (the databases name some of these columns differently)
