@@ -71,6 +71,20 @@ def sources_of(plan: Plan) -> list[str]:
     return list(dict.fromkeys(leg.source.name for leg in plan.legs))
 
 
+def fetch_rows(query: str, registry: SourceRegistry, context: DataSource | None, *,
+               max_rows: int, timeout_s: float | None) -> tuple[list[str], list[tuple]]:
+    """The whole answer of a SELECT read by the engine, for Quarry's own use (training,
+    a model JOIN), as ``sql.execute.fetch_rows`` reads one source's: TOO_MANY_ROWS beyond
+    ``max_rows``, never a silently cut input."""
+    limits = Limits(timeout_s=timeout_s, max_rows=max_rows, max_bytes=None,
+                    max_leg_rows=current_app.config["FEDERATION_MAX_LEG_ROWS"])
+    result = federated_select(query, registry, context, limits, None)
+    if result.truncated:
+        raise SqlError(ErrorCode.TOO_MANY_ROWS, f"The query returns more than {max_rows} "
+                                                "rows; narrow it down (WHERE, LIMIT)")
+    return result.columns, result.rows
+
+
 def federated_select(query: str, registry: SourceRegistry, context: DataSource | None,
                      limits: Limits, statement: Statement | None) -> FederatedResult:
     """Run the SELECT ``query`` over the data sources it names; the buffered answer."""

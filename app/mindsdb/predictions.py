@@ -145,7 +145,9 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
         statement.offset = None  # applied by the data source
     registry = ctx.registry
     if source is None:  # a subquery over several data sources (app/federation/)
-        columns, rows = _federated_rows(outer.to_string(), ctx)
+        columns, rows = federation.fetch_rows(
+            outer.to_string(), registry, None, max_rows=current_app.config["SQL_MAX_ROWS"],
+            timeout_s=None)
     else:
         data_source = registry.require(source)
         with service_errors():
@@ -217,21 +219,6 @@ def _forecast_join(statement: Select, project: str, model: MLModel,
     statement.where = _and(kept)
     out_names, out = run_select(statement, relation)
     return table_body(out_names, out, ctx)
-
-
-def _federated_rows(sql: str, ctx: Context) -> tuple[list[str], list[tuple]]:
-    """The rows of a SELECT over several data sources, as ``fetch_rows`` gives one
-    source's (the caller's grants hold: a source it may not query is not in its registry)."""
-    config = current_app.config
-    limits = federation.Limits(timeout_s=None, max_rows=config["SQL_MAX_ROWS"],
-                               max_bytes=None,
-                               max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"])
-    result = federation.federated_select(sql, ctx.registry, None, limits, None)
-    if result.truncated:
-        raise SqlError(ErrorCode.TOO_MANY_ROWS,
-                       f"The query returns more than {limits.max_rows} rows; narrow it down "
-                       f"(WHERE, LIMIT)")
-    return result.columns, result.rows
 
 
 def _left_side(left: Any, ctx: Context) -> tuple[str | None, Any, str]:

@@ -31,7 +31,7 @@ from ..extensions import db
 from ..federation import run as federation
 from ..rules.names import PROJECT_TABLES, name_key, validate_name
 from ..schemas.models import TrainingOptions
-from ..sql.errors import ErrorCode, SqlError
+from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows, query_columns
 from ..sql.files import FILES_DIALECT, FILES_SOURCE
 from ..sql.gate import gate
@@ -341,8 +341,10 @@ def check_training_query(source: str, query: str, target: str,
         found = registry.get(source)
         if found is not None and found.dialect == FILES_DIALECT:
             # Uploaded files have no database: the engine reads none of their rows here.
-            columns, _ = _file_rows(registry, f"SELECT * FROM ({query.strip().rstrip(';')}) "
-                                              "AS quarry_columns LIMIT 0", 0)
+            columns, _ = federation.fetch_rows(
+                f"SELECT * FROM ({query.strip().rstrip(';')}) AS quarry_columns LIMIT 0",
+                registry, registry.require(FILES_SOURCE), max_rows=0,
+                timeout_s=current_app.config["SQL_TIMEOUT_S"])
         else:
             columns = query_columns(source, query, registry=registry,
                                     timeout_s=current_app.config["SQL_TIMEOUT_S"])
@@ -518,25 +520,13 @@ def _read_frame(source: str, query: str, sample_rows: int | None) -> pd.DataFram
                 f"LIMIT {min(int(sample_rows), cap)}"
     registry = current_sources()
     if registry.require(source).dialect == FILES_DIALECT:
-        columns, rows = _file_rows(registry, query, cap)
+        columns, rows = federation.fetch_rows(query, registry, registry.require(FILES_SOURCE),
+                                              max_rows=cap,
+                                              timeout_s=current_app.config["SQL_TIMEOUT_S"])
     else:
         columns, rows = fetch_rows(source, query, max_rows=cap,
                                    timeout_s=current_app.config["SQL_TIMEOUT_S"])
     return pd.DataFrame.from_records(rows, columns=columns)
-
-
-def _file_rows(registry: SourceRegistry, query: str, cap: int) -> tuple[list[str], list]:
-    """The training query over uploaded files (``FROM files (SELECT … FROM f)``): read by
-    the federation engine, as every statement over files is; the same row cap."""
-    config = current_app.config
-    limits = federation.Limits(timeout_s=config["SQL_TIMEOUT_S"], max_rows=cap,
-                               max_bytes=None, max_leg_rows=config["FEDERATION_MAX_LEG_ROWS"])
-    result = federation.federated_select(query, registry, registry.require(FILES_SOURCE),
-                                         limits, None)
-    if result.truncated:
-        raise SqlError(ErrorCode.TOO_MANY_ROWS, f"The query returns more than {cap} rows; "
-                                                "narrow it down (WHERE, LIMIT)")
-    return result.columns, result.rows
 
 
 def _set(model_id: int, owner: str | None, *, commit: bool = True, **values: Any) -> int:
