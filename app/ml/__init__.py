@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import METRICS, PROBLEMS, PredictionError, TrainingError
+from .names import find_column
 
 if TYPE_CHECKING:
     from .prediction import LoadedModel
     from .training import TrainResult
 
 __all__ = ["METRICS", "PROBLEMS", "LoadedModel", "PredictionError", "TrainResult",
-           "TrainingError", "load_model", "predict", "preload", "train", "train_forecast"]
+           "TrainingError", "find_column", "load_model", "predict", "preload", "train",
+           "train_forecast"]
 
 
 def preload() -> None:

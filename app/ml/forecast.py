@@ -38,6 +38,7 @@ from scipy.stats import t as student
 
 from .columns import shown
 from .errors import PredictionError, TrainingError
+from .names import find_column
 from .threads import one_native_thread
 
 KIND = "forecast"
@@ -191,13 +192,11 @@ class Series:
 
 
 def _column(frame: pd.DataFrame, name: str, role: str) -> str:
-    if name in frame.columns:
-        return name
-    found = [c for c in frame.columns if str(c).lower() == name.lower()]
-    if len(found) != 1:
+    found = find_column(frame.columns, name)
+    if found is None:
         raise TrainingError(f"Column '{name}' ({role}) is not among the training columns: "
                             f"{', '.join(map(str, frame.columns))}")
-    return found[0]
+    return found
 
 
 def split_series(frame: pd.DataFrame, target: str, order: str, groups: list[str],

@@ -40,6 +40,7 @@ from .measures import (
     residual_interval,
     score_interval,
 )
+from .names import find_column
 from .selection import FOLDS, Folds, Run, Search, candidates, make_folds
 from .threads import joblib_backend, one_native_thread
 
@@ -398,12 +399,9 @@ def pipeline_string(pipeline: Pipeline) -> str:
 
 
 def _find_column(frame: pd.DataFrame, target: str) -> str:
-    if target in frame.columns:
-        return target
-    # Databases fold unquoted names (PostgreSQL to lower case): accept the same name in any case.
-    matches = [c for c in frame.columns if str(c).lower() == target.lower()]
-    if len(matches) == 1:
-        return matches[0]
+    found = find_column(frame.columns, target)
+    if found is not None:
+        return found
     raise TrainingError(f"Column '{target}' (the PREDICT target) is not in the training "
                         f"data; its columns are: {', '.join(map(str, frame.columns))}")
 

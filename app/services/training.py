@@ -356,10 +356,7 @@ def check_training_query(source: str, query: str, target: str,
         wanted.append(("order_by", "the ORDER BY column", timeseries["order"]))
         wanted += [("group_by", "a GROUP BY column", g) for g in timeseries["group"]]
     for key, role, name in wanted:
-        # As training finds it: the exact name, or the one name that differs only in case
-        # (PostgreSQL folds unquoted names to lower case).
-        if name not in columns and \
-                len([c for c in columns if c.lower() == name.lower()]) != 1:
+        if ml.find_column(columns, name) is None:  # as training finds it
             listed = ", ".join(columns) or "none"
             message = (f"Column '{name}' ({role}) is not among the columns the "
                        f"training query returns: {listed}")
