@@ -275,10 +275,8 @@ class StatementLog:
         return found
 
     def _combined_statement(self, first: Any, history: bool, keep: int | None) -> Any:
-        # Built once per shape: building one costs more than running it.
-        key = (first is _RECORD, history, keep)
-        if (found := self._built.get(key)) is not None:
-            return found
+        """Built (and compiled, by ``_driver_sql``) once per shape: building one costs more
+        than running it."""
         written = first.cte("written")
         columns = [written.c.id]
         if not self._sync_commit:
@@ -292,7 +290,6 @@ class StatementLog:
             # Every CTE sees the table as it was before the statement: the new row is not
             # among the rows the trim counts, so it keeps keep - 1 of the older ones.
             statement = statement.add_cte(_trim(keep - 1).cte("trimmed_history"))
-        self._built[key] = statement
         return statement
 
     def _run_sqlite(self, conn: Connection, first: Any, params: dict[str, Any],
