@@ -67,16 +67,21 @@ class Server:
 
     def worker_pids(self) -> list[int]:
         """The gunicorn workers (children of the master)."""
-        pids = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text().split()
-                except OSError:
-                    continue
-                if int(stat[3]) == self.pid:
-                    pids.append(int(entry))
-        return pids
+        return children(self.pid)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().split()
+            except OSError:
+                continue
+            if int(stat[3]) == pid:
+                pids.append(int(entry))
+    return pids
 
 
 @contextmanager

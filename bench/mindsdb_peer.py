@@ -1,7 +1,7 @@
 """Quarry against a running MindsDB (issues 21 and 22): the same 2-source join and the same
 GROUP BY over an uploaded file, sent to both in one run, alternately.
 
-    python bench/mindsdb_peer.py --mindsdb http://127.0.0.1:47335 \
+    python bench/mindsdb_peer.py --mindsdb http://127.0.0.1:47335 [--mindsdb-pid PID] \
         [--orders 1000000] [--customers 10000] [--file-rows 1000000] [--repeat 5]
 
 MindsDB is not started here: run it yourself (bench/README.md says how) and give its URL.
@@ -19,10 +19,12 @@ copy of ``customers``, and a MariaDB database of the same name with ``customers`
   then ``SELECT grp, count(*), avg(x) FROM files.peer GROUP BY grp``.
 
 Each statement: one warm-up on each server, then ``--repeat`` runs alternating between
-them; the table gives the medians, MindsDB / Quarry, and whether the answers agree (values
-rounded to 6 digits; "exact" when they agree unrounded, types included). An error on either
-side is printed instead of a time. Everything the bench made is dropped at the end, on both
-servers.
+them; the table gives the medians, MindsDB / Quarry, and whether the answers agree ("exact":
+same values and types; "within 1e-9": numbers within a relative 1e-9, a float sum's
+rounding). An error on either side is printed instead of a time. With ``--mindsdb-pid`` the
+PSS of both servers (main process and children) is sampled every 0.25 s: before and at its
+peak during the joins and during each upload. Everything the bench made is dropped at the
+end, on both servers.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -42,10 +46,11 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _server import migrate, pg_database, quarry_env, serving  # noqa: E402
+from _server import children, migrate, pg_database, quarry_env, serving  # noqa: E402
 from federation import _maria  # noqa: E402
 from files import QUERY as FILE_QUERY  # noqa: E402
 from files import make_csv  # noqa: E402
+from idle import pss_kib  # noqa: E402
 
 DB = f"quarry_bench_peer_{os.getpid()}"
 SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")
@@ -75,8 +80,8 @@ def pg_setup(orders: int, customers: int) -> tuple[str, ...]:
         "CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer, "
         "amount numeric(12,2), order_date date)",
         f"INSERT INTO orders SELECT g, 1 + (g * 7919) % {customers}, "
-        "((g * 104729) % 100000) / 100.0, DATE '2020-01-01' + (g % 1461) "
-        f"FROM generate_series(1, {orders}) g",
+        "((g * 104729) % 100000) / 100.0, DATE '2020-01-01' + (g % 1461)::integer "
+        f"FROM generate_series(1::bigint, {orders}) g",
         "CREATE INDEX ON orders (order_date)",
         "CREATE TABLE customers (id integer PRIMARY KEY, name varchar(40), "
         "segment varchar(10), country varchar(2))",
@@ -134,6 +139,35 @@ class Peer:
         return seconds, "" if response.ok else f"HTTP {response.status_code}: {response.text}"
 
 
+class Footprint:
+    """The PSS of a server (a process and its children: shared pages divided among their
+    sharers), sampled every 0.25 s in a thread: its value at ``mark()`` and its peak since."""
+
+    def __init__(self, pid: int):
+        self.pid, self.rest, self.peak = pid, 0, 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def now(self) -> int:
+        total = 0
+        for pid in (self.pid, *children(self.pid)):
+            with contextlib.suppress(OSError, AttributeError):
+                total += pss_kib(pid)["Pss"] * 1024
+        return total
+
+    def mark(self) -> None:
+        self.rest = self.peak = self.now()
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.25):
+            self.peak = max(self.peak, self.now())
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
 def connect_mindsdb(mindsdb: Peer, pg_url: str, maria_url: str) -> None:
     """The two data sources in MindsDB, under the names Quarry has them. MindsDB's MySQL
     handler wants a password unless it is given a URL, so MariaDB goes by URL."""
@@ -160,20 +194,32 @@ def disconnect_mindsdb(mindsdb: Peer) -> None:
     mindsdb.session.delete(f"{mindsdb.url}/api/files/peer", timeout=60)
 
 
-def _norm(value, digits: int | None):
+def _number(value):
+    """A number sent as a string (an exact decimal) as a float; other values as they are."""
     if isinstance(value, str):
         with contextlib.suppress(InvalidOperation):
-            value = Decimal(value)
-    if digits is not None and isinstance(value, (float, Decimal)):
-        return round(float(value), digits)
+            return float(Decimal(value))
     return value
 
 
-def agree(a: dict, b: dict, digits: int | None = 6) -> bool:
-    """The same rows, in any order (the file's GROUP BY has no ORDER BY)."""
+def agree(a: dict, b: dict, exact: bool) -> bool:
+    """The same rows, in any order (the file's GROUP BY has no ORDER BY); numbers equal
+    (``exact``: of the same type too) or within a relative 1e-9 (a float sum's rounding)."""
     def rows(body):
-        return sorted(([_norm(v, digits) for v in row] for row in body["data"]), key=repr)
-    return rows(a) == rows(b)
+        return sorted(([_number(v) for v in row] for row in body["data"]),
+                      key=lambda row: repr([v for v in row if not isinstance(v, float)]))
+
+    def same(x, y) -> bool:
+        if exact or not (isinstance(x, float) and isinstance(y, float)):
+            return type(x) is type(y) and x == y
+        return math.isclose(x, y, rel_tol=1e-9)
+
+    left, right = rows(a), rows(b)
+    if len(left) != len(right) or any(len(p) != len(q) for p, q in zip(left, right,
+                                                                        strict=True)):
+        return False
+    return all(same(x, y) for p, q in zip(left, right, strict=True)
+               for x, y in zip(p, q, strict=True))
 
 
 def _error(body: dict) -> str:
@@ -199,7 +245,8 @@ def compare(peers: list[Peer], label: str, query: str, repeat: int) -> None:
     q, m = answers[quarry.name], answers[mindsdb.name]
     if times[quarry.name] and times[mindsdb.name]:
         ratio = statistics.median(times[mindsdb.name]) / statistics.median(times[quarry.name])
-        same = ("exact" if agree(q, m, None) else "rounded" if agree(q, m) else "DIFFERENT")
+        same = ("exact" if agree(q, m, True) else "within 1e-9" if agree(q, m, False)
+                else "DIFFERENT")
         line += f"{ratio:>10.2f}  {same}"
     print(line, flush=True)
     for peer in peers:
@@ -210,10 +257,19 @@ def compare(peers: list[Peer], label: str, query: str, repeat: int) -> None:
             print(f"    {peer.name} first row: {body['data'][0]}")
 
 
+def report_memory(phase: str, footprints: dict[str, Footprint]) -> None:
+    """Each server's PSS before the phase and at its peak during it."""
+    print(f"    PSS during {phase}: " + "; ".join(
+        f"{name} {f.rest / 2**20:.0f} MiB before, peak {f.peak / 2**20:.0f} MiB"
+        for name, f in footprints.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mindsdb", required=True, metavar="URL",
                         help="a running MindsDB's HTTP API, e.g. http://127.0.0.1:47335")
+    parser.add_argument("--mindsdb-pid", type=int, metavar="PID",
+                        help="its main process: to sample its memory beside Quarry's")
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--customers", type=int, default=10_000)
     parser.add_argument("--file-rows", type=int, default=1_000_000)
@@ -238,6 +294,9 @@ def main() -> None:
         with serving(env, work) as server:
             quarry = Peer("quarry", server.url)
             peers = [quarry, mindsdb]
+            footprints = {"quarry": Footprint(server.pid)}
+            if args.mindsdb_pid:
+                footprints["mindsdb"] = Footprint(args.mindsdb_pid)
             connect_mindsdb(mindsdb, pg_url, maria_url)
             try:
                 print(f"\n{args.orders:,} orders (PostgreSQL) x {args.customers:,} customers "
@@ -245,17 +304,26 @@ def main() -> None:
                       f"{os.getloadavg()[0]:.1f}")
                 print(f"{'statement':<26}{'quarry s':>10}{'mindsdb s':>10}{'M / Q':>10}  "
                       "same answer")
+                for footprint in footprints.values():
+                    footprint.mark()
                 for label, query in JOINS.items():
                     compare(peers, label, query, args.repeat)
+                report_memory("the joins", footprints)
                 print(f"\nfile of {args.file_rows:,} rows ({csv.stat().st_size / 2**20:.0f} "
-                      "MiB CSV), PUT /api/files/peer once on each:")
+                      f"MiB CSV), PUT /api/files/peer once on each, load average "
+                      f"{os.getloadavg()[0]:.1f}:")
                 for peer in peers:
+                    if peer.name in footprints:
+                        footprints[peer.name].mark()
                     seconds, error = peer.upload("peer", csv)
                     print(f"    {peer.name} upload {seconds:.2f} s {error}", flush=True)
+                report_memory("its upload", footprints)
                 compare(peers, "files GROUP BY", FILE_QUERY.format(t="files.peer"),
                         args.repeat)
-                print(f"load average at the end: {os.getloadavg()}")
+                print(f"load average at the end: {os.getloadavg()[0]:.1f}")
             finally:
+                for footprint in footprints.values():
+                    footprint.stop()
                 disconnect_mindsdb(mindsdb)
 
 
