@@ -5,10 +5,12 @@ caps a stream near the driver's fetch rate. For the two formats whose bytes Post
 Arrow's C++ driver) can produce directly, a stream of the usual column types skips that:
 
 - ``arrow``: ADBC's PostgreSQL driver (Apache Arrow's) reads the result with ``COPY …
-  (FORMAT binary)`` into Arrow record batches, in C++. It opens its own session, made with
-  the pooled connection's own parameters, whose every transaction is READ ONLY
-  (``default_transaction_read_only``) and whose statements keep the time limit
-  (``statement_timeout``): the whole stream is one statement.
+  (FORMAT binary)`` into Arrow record batches, in C++. It reads in a session of its own,
+  made with the pooled connection's own parameters, whose every transaction is READ ONLY
+  (``default_transaction_read_only``); each statement runs in a transaction that sets its
+  time limit (``SET LOCAL statement_timeout``) and is rolled back: the whole stream is one
+  statement. Those sessions are kept per process and reused (``_Sessions``), as the data
+  path's own connections are: the driver reads the type catalogue whenever it connects.
 - ``csv``: ``COPY (SELECT …) TO STDOUT (FORMAT csv, HEADER)`` on the pooled connection,
   inside the same READ ONLY transaction as every statement. Each column is written by
   PostgreSQL as the row-by-row CSV writes the Python value (``formats.csv_stream``):
@@ -27,7 +29,9 @@ not carry it. Which results may take these paths is ``pgtypes.py``'s to say.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from typing import Any
 
 import adbc_driver_postgresql.dbapi as adbc_pg
@@ -70,6 +74,103 @@ def quote_ident(name: str) -> str:
 # --------------------------------------------------------------------------------- Arrow
 
 
+class _Session:
+    """An ADBC connection to PostgreSQL, with its backend pid and when it was last put back."""
+
+    __slots__ = ("conn", "backend_id", "idle_since")
+
+    def __init__(self, conn: Any, backend_id: str) -> None:
+        self.conn = conn
+        self.backend_id = backend_id
+        self.idle_since = 0.0
+
+
+class _Sessions:
+    """The idle ADBC sessions of this process, by connection string.
+
+    Opening one costs far more than a statement: the driver reads PostgreSQL's type catalogue
+    (all of ``pg_type`` and ``pg_attribute``) when it connects, 15-100 ms by itself; a
+    federated statement opens one per PostgreSQL leg. A session is put back only after a
+    statement read to its end and a ROLLBACK that succeeded; one that was cancelled or failed
+    is closed. Each statement runs in a transaction of its own that is rolled back, so what a
+    statement SETs (``statement_timeout`` is SET LOCAL per statement) does not outlive it; the
+    READ ONLY default is the session's own, given when it connects. A session idle for longer
+    than ``IDLE_S`` is closed instead of reused (the server may have dropped it).
+    """
+
+    PER_KEY = 4
+    KEYS = 16
+    IDLE_S = 60.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[str, list[_Session]] = {}
+        self._pid = os.getpid()
+
+    def take(self, key: str) -> _Session | None:
+        stale: list[_Session] = []
+        found = None
+        now = time.monotonic()
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
+                self._idle, self._pid = {}, os.getpid()
+            sessions = self._idle.get(key, [])
+            while sessions:
+                session = sessions.pop()
+                if now - session.idle_since <= self.IDLE_S:
+                    found = session
+                    break
+                stale.append(session)
+        for session in stale:
+            _close_quietly(session.conn)
+        return found
+
+    def give(self, key: str, session: _Session) -> None:
+        session.idle_since = time.monotonic()
+        dropped: list[_Session] = []
+        with self._lock:
+            if self._pid != os.getpid():
+                dropped.append(session)
+            else:
+                sessions = self._idle.setdefault(key, [])
+                if len(sessions) < self.PER_KEY:
+                    sessions.append(session)
+                else:
+                    dropped.append(session)
+                while len(self._idle) > self.KEYS:  # the oldest connection strings first
+                    dropped.extend(self._idle.pop(next(iter(self._idle))))
+        for extra in dropped:
+            _close_quietly(extra.conn)
+
+
+def _close_quietly(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001, S110 - closing a session that may be gone
+        pass
+
+
+_SESSIONS = _Sessions()
+
+
+def _connect(conninfo: str) -> _Session:
+    try:
+        conn = adbc_pg.connect(conninfo, autocommit=False)
+    except Exception as exc:
+        error = native_error(exc)
+        error.sqlstate = error.sqlstate or "08006"  # no session: the source is down
+        raise error from None
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend_id = str(cursor.fetchone()[0])
+        conn.rollback()
+    except Exception as exc:
+        _close_quietly(conn)
+        raise native_error(exc) from None
+    return _Session(conn, backend_id)
+
+
 class ArrowReader:
     """An ADBC session running one statement; ``fetch()`` gives its next record batch."""
 
@@ -77,32 +178,47 @@ class ArrowReader:
         params = pg.info.get_parameters()
         if pg.info.password:
             params["password"] = pg.info.password
-        ms = max(1, int(timeout_s * 1000))
         options = " ".join(filter(None, [
             params.pop("options", ""), "-c default_transaction_read_only=on",
-            f"-c statement_timeout={ms}", "-c standard_conforming_strings=on"]))
+            "-c standard_conforming_strings=on"]))
+        self._key = make_conninfo("", **params, options=options)
         self._lock = threading.Lock()
         self._closed = False
+        self._reusable = False  # set once the statement has been read to its end
         self._cursor: Any = None
         self._reader: Any = None
+        # The query id in the text: another process finds the session by it.
+        self._marker = f"/* {marker} */\n{sql}\n"
+        ms = max(1, int(timeout_s * 1000))
+        session = _SESSIONS.take(self._key)
+        if session is not None:
+            try:
+                self._prepare(session, ms)
+            except Exception:  # noqa: BLE001 - a pooled session the server has dropped
+                _close_quietly(session.conn)
+                session = None
+        if session is None:
+            session = _connect(self._key)
+            try:
+                self._prepare(session, ms)
+            except Exception as exc:
+                _close_quietly(session.conn)
+                raise native_error(exc) from None
+        self._session = session
+        self._conn = session.conn
+        self.backend_id = session.backend_id
+
+    def _prepare(self, session: _Session, ms: int) -> None:
+        cursor = session.conn.cursor()
         try:
-            self._conn = adbc_pg.connect(make_conninfo("", **params, options=options),
-                                         autocommit=False)
-        except Exception as exc:
-            error = native_error(exc)
-            error.sqlstate = error.sqlstate or "08006"  # no session: the source is down
-            raise error from None
-        try:
-            self._cursor = self._conn.cursor()
-            self._cursor.execute("SELECT pg_backend_pid()")
-            self.backend_id = str(self._cursor.fetchone()[0])
-            self._cursor.adbc_statement.set_options(
+            # In the transaction the driver opened (autocommit off): gone with its ROLLBACK.
+            cursor.execute(f"SET LOCAL statement_timeout = {int(ms)}")
+            cursor.adbc_statement.set_options(
                 **{"adbc.postgresql.batch_size_hint_bytes": str(ARROW_BATCH_BYTES)})
-            # The query id in the text: another process finds the session by it.
-            self._marker = f"/* {marker} */\n{sql}\n"
-        except Exception as exc:
-            self.close(False)
-            raise native_error(exc) from None
+        except BaseException:
+            _close_quietly(cursor)
+            raise
+        self._cursor = cursor
 
     def start(self) -> None:
         try:
@@ -122,6 +238,8 @@ class ArrowReader:
         try:
             return self._reader.read_next_batch()
         except StopIteration:
+            with self._lock:
+                self._reusable = not self._closed
             return None
         except Exception as exc:
             raise native_error(exc) from None
@@ -136,14 +254,22 @@ class ArrowReader:
             if self._closed:
                 return
             self._closed = True
+            reusable = complete and self._reusable
         for step in (getattr(self._reader, "close", None),
-                     getattr(self._cursor, "close", None), self._conn.rollback,
-                     self._conn.close):
+                     getattr(self._cursor, "close", None)):
             if step is not None:
                 try:
                     step()
-                except Exception:  # noqa: BLE001, S110 - closing a session that may be gone
-                    pass
+                except Exception:  # noqa: BLE001 - closing a session that may be gone
+                    reusable = False
+        try:
+            self._conn.rollback()
+        except Exception:  # noqa: BLE001 - the session is gone or in no state to reuse
+            reusable = False
+        if reusable:
+            _SESSIONS.give(self._key, self._session)
+        else:
+            _close_quietly(self._conn)
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

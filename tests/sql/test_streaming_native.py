@@ -193,3 +193,56 @@ def test_the_gate_still_refuses_writes_in_the_native_formats(sql_app, fmt, sql):
     assert body["type"] == "error", body
     with _pg_admin(SRC_DB) as admin:
         assert admin.execute("SELECT count(*) FROM big").fetchone()[0] == 250
+
+
+def _arrow_in(sql_app, sql: str, **extra) -> dict:
+    response = sql_app.test_client().post("/api/sql/query", json={
+        "query": sql, "context": {"db": "pg"}, "response_format": "arrow", **extra})
+    if response.mimetype != "application/vnd.apache.arrow.stream":
+        return response.get_json()
+    return _arrow(response).to_pylist()[0]
+
+
+def test_an_adbc_session_is_reused_with_each_statement_s_own_time_limit(sql_app):
+    """A stream read to its end puts its ADBC session back; the next one runs in it (the
+    same backend), with its own time limit, and what a statement set is gone with it. The
+    first statement goes straight to open_stream (the gate refuses set_config, a volatile
+    function), as a statement that got past the gate would."""
+    with sql_app.app_context():
+        statement = Statement("native_reuse", response_format="arrow", streamed=True)
+        stream = open_stream(current_sources().require("pg"),
+                             "SELECT pg_backend_pid()::int8 AS pid, "
+                             "set_config('statement_timeout', '0', false) AS t", None, [],
+                             timeout_s=3, max_rows=0, statement=statement)
+        try:
+            first = pa.Table.from_batches(list(stream.batches())).to_pylist()[0]
+        finally:
+            stream.close()
+    assert first["t"] == "0"
+    second = _arrow_in(sql_app, "SELECT pg_backend_pid()::int8 AS pid, "
+                       "current_setting('statement_timeout') AS t, "
+                       "current_setting('transaction_read_only') AS ro", timeout_s=2)
+    assert second == {"pid": first["pid"], "t": "2s", "ro": "on"}
+    slow = _arrow_in(sql_app, "SELECT count(*)::int8 AS n FROM generate_series(1, 10000000) a, "
+                     "generate_series(1, 1000) b", timeout_s=0.3)
+    assert slow["type"] == "error" and slow["error_code"] == 9, slow
+    # The session that failed is not put back; the next statement still runs read-only.
+    after = _arrow_in(sql_app, "SELECT pg_backend_pid()::int8 AS pid, "
+                      "current_setting('transaction_read_only') AS ro", timeout_s=2)
+    assert after["ro"] == "on"
+
+
+def test_a_session_left_mid_stream_is_not_reused(sql_app):
+    sql_app.config["SQL_STREAM_MAX_ROWS"] = 10
+    try:
+        cut = _arrow(sql_app.test_client().post("/api/sql/query", json={
+            "query": "SELECT pg_backend_pid()::int8 AS pid FROM generate_series(1, 200000) g",
+            "context": {"db": "pg"}, "response_format": "arrow"})).to_pylist()
+    finally:
+        sql_app.config["SQL_STREAM_MAX_ROWS"] = 10_000_000
+    assert len(cut) == 10
+    again = _arrow_in(sql_app, "SELECT pg_backend_pid()::int8 AS pid")
+    assert again["pid"] != cut[0]["pid"]
+    with _pg_admin(SRC_DB) as admin:  # the cut session is gone from the server
+        assert admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                             (cut[0]["pid"],)).fetchone()[0] == 0
