@@ -1,5 +1,6 @@
 """The console's routes: /api/console/schema, /history, and a project's saved queries."""
 
+from ..mindsdb.dispatch import describe_views
 from ..schemas.console import (
     HistoryArgs,
     HistoryOut,
@@ -26,8 +27,13 @@ def _user() -> str | None:
 @blp.response(200, SchemaOut)
 @blp.problems(404)
 def get_schema(args):
-    """Data sources with tables and columns, projects with models (for autocomplete)."""
-    return service.schema(args["database"])
+    """Data sources with tables and columns, projects with models and views (the console's
+    tree and completion); with ``database``, that data source alone."""
+    answer = service.schema(args["database"])
+    if args["database"] is None:
+        for project in answer["projects"]:
+            project["views"] = describe_views(project["name"])
+    return answer
 
 
 @blp.route("/history", methods=["GET"])

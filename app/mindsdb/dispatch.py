@@ -7,10 +7,13 @@ import time
 from typing import Any
 
 from flask import current_app
+from sqlglot import exp
 
+from ..errors import NotFound
 from ..federation import run as federation
 from ..rules.names import DEFAULT_PROJECT
 from ..services import access, audit
+from ..services import sqlviews as view_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
 from ..sql.files import FILES_DIALECT
@@ -23,7 +26,8 @@ from .context import Context
 from .router import service_statement
 from .views import expand as expand_views
 
-__all__ = ["account_stream", "execute_sql", "error_body", "record_stream_start"]
+__all__ = ["account_stream", "describe_views", "execute_sql", "error_body",
+           "record_stream_start"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,42 @@ def _account(query: str, answer: dict[str, Any], source: str | None, seconds: fl
     history["database"] = (answer.get("context") or {}).get("db") or db
     audit.record_statement(query, source, rows, seconds * 1000.0, outcome, code,
                            history=history)
+
+
+# The console's tree reads each view's columns: a short limit each, and a bound on how many,
+# so that a slow view or a project of thousands cannot hold the tree up.
+VIEW_COLUMNS_TIMEOUT_S = 5.0
+VIEWS_DESCRIBED = 200
+
+
+def describe_views(project: str) -> list[dict[str, Any]]:
+    """The views of ``project`` (none when the caller may not read it), each with the names
+    of the columns it answers, or the error reading it gives (its columns then unknown).
+
+    Each is read as ``SELECT * FROM project.view LIMIT 0`` on the data path, with the
+    caller's rights: the database plans the expanded statement and stops before its first
+    row (``query_columns``). Not the user's statements: no audit record, no history row.
+    """
+    try:
+        views = view_service.list_views(project)
+    except NotFound:
+        return []
+    described = []
+    for number, view in enumerate(views):
+        entry: dict[str, Any] = {"name": view["name"], "columns": []}
+        described.append(entry)
+        if number >= VIEWS_DESCRIBED:
+            entry["error"] = f"Columns are read for the first {VIEWS_DESCRIBED} views only"
+            continue
+        query = exp.select("*").from_(exp.table_(view["name"], db=project)).limit(0).sql()
+        try:
+            answer = _data_statement(query, project, None, VIEW_COLUMNS_TIMEOUT_S, None,
+                                     False, [])
+        except SqlError as exc:
+            entry["error"] = exc.message
+            continue
+        entry["columns"] = [{"name": str(c), "type": ""} for c in answer["column_names"]]
+    return described
 
 
 def record_stream_start(query: str, stream: TableStream) -> int:

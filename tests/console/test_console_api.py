@@ -188,7 +188,34 @@ def test_the_schema_lists_tables_columns_and_models(client):
     iris = next(t for t in demo["tables"] if t["name"] == "iris")
     assert [c["name"] for c in iris["columns"]] == ["sepal_length", "sepal_width",
                                                     "petal_length", "petal_width", "species"]
-    assert schema["projects"][0] == {"name": "mindsdb", "models": []}
+    assert schema["projects"][0] == {"name": "mindsdb", "models": [], "views": []}
+
+
+def test_the_schema_lists_views_with_columns_read_without_their_rows(client):
+    def sql(query: str) -> dict:
+        return client.post("/api/sql/query", json={"query": query}).get_json()
+
+    # Every row of `boom` fails (abs of the smallest 64-bit integer): its columns can only be
+    # read if none of its rows is.
+    made = [sql("CREATE VIEW mindsdb.boom AS (SELECT species, abs(-9223372036854775807 - "
+                "(sepal_length > 0)) AS big FROM demo.iris)"),
+            sql("CREATE VIEW mindsdb.petals AS (SELECT petal_length AS len, big FROM "
+                "mindsdb.boom)")]
+    assert [m["type"] for m in made] == ["ok", "ok"], made
+    assert sql("SELECT * FROM mindsdb.boom")["type"] == "error"
+    history = len(client.get("/api/console/history").get_json())
+    assert sql("CREATE VIEW mindsdb.whole AS (SELECT * FROM demo.iris)")["type"] == "ok"
+    project = client.get("/api/console/schema").get_json()["projects"][0]
+    views = {v["name"]: v for v in project["views"]}
+    assert [v["name"] for v in project["views"]] == ["boom", "petals", "whole"]
+    assert views["boom"] == {"name": "boom", "columns": [{"name": "species", "type": ""},
+                                                         {"name": "big", "type": ""}]}
+    assert [c["name"] for c in views["whole"]["columns"]] == [
+        "sepal_length", "sepal_width", "petal_length", "petal_width", "species"]
+    # A view whose statement cannot be read (boom has no petal_length): listed, with why.
+    assert views["petals"]["columns"] == [] and "petal_length" in views["petals"]["error"]
+    # Reading the columns is not a statement of the user's: no history row.
+    assert len(client.get("/api/console/history").get_json()) == history + 1
 
 
 def test_a_missing_browser_is_said_loudly(monkeypatch):
