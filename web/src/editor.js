@@ -1,5 +1,6 @@
 // The SQL editor: CodeMirror 6 with SQL highlighting and completion of data sources,
-// tables, columns, projects and models (from GET /api/console/schema).
+// tables (uploaded files among them), columns, projects, models and views (from
+// GET /api/console/schema).
 
 import { autocompletion, closeBrackets, closeCompletion, completionKeymap } from '@codemirror/autocomplete';
 import { defaultKeymap, history, historyKeymap } from '@codemirror/commands';
@@ -24,6 +25,9 @@ export function completionSchema(schema) {
     const models = tree[project.name] || {};
     for (const model of project.models) {
       models[model.name] = [];
+    }
+    for (const view of project.views || []) {
+      models[view.name] = view.columns.map((c) => ({ label: c.name, type: 'property', detail: 'view column' }));
     }
     models.models = [];
     tree[project.name] = models;

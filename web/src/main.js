@@ -7,6 +7,8 @@ import { createEditor } from './editor.js';
 import { makeForm } from './forms.js';
 import { Grid } from './grid.js';
 import { projectsView } from './projects.js';
+import { objectTree } from './tree.js';
+import { byteSize, carriesFiles, NAME_PATTERN, sendFile, tableName } from './upload.js';
 import './style.css';
 
 const TABS_KEY = 'quarry.console.tabs';
@@ -38,6 +40,7 @@ async function start() {
 }
 
 function signInPage() {
+  state.dropFile = null;
   clear(root);
   const { form } = makeForm({
     testid: 'sign-in',
@@ -78,6 +81,7 @@ function shell(signedIn) {
   }
   root.append(h('header', { class: 'top' }, h('span', { class: 'brand' }, 'Quarry'), nav), main);
   state.runStatement = (text, db) => { show('sql'); view('sql').run(text, db); };
+  state.dropFile = (file) => { show('sql'); view('sql').offerUpload(file); };
   show('sql');
   // The editor takes input from here on (bench/console.py reads this mark).
   performance.mark('quarry:interactive');
@@ -108,9 +112,12 @@ function sqlView() {
   const status = h('div', { class: 'status', 'data-testid': 'status', role: 'status' });
   const gridHost = h('div', { class: 'grid-host' });
   const editorHost = h('div', { class: 'editor', 'data-testid': 'editor' });
-  const el = h('section', { class: 'sql' }, tabBar,
+  const fileInput = h('input', { type: 'file', class: 'file-input', 'data-testid': 'upload-input', tabindex: -1 });
+  const tree = objectTree({ onUploadClick: () => fileInput.click() });
+  const work = h('div', { class: 'work' }, tabBar,
     h('div', { class: 'toolbar' }, dbSelect, runButton, stopButton, elapsed, csvButton, jsonlButton, saveButton),
     editorHost, status, gridHost);
+  const el = h('section', { class: 'sql' }, tree.el, work, fileInput);
   const grid = new Grid(gridHost);
   let running = null;
   let lastRun = null;
@@ -168,7 +175,8 @@ function sqlView() {
     for (const p of schema.projects) dbSelect.append(h('option', { value: p.name }, p.name));
     dbSelect.value = chosen;
   }
-  state.onSchema.push((schema) => { editor.setSchema(schema); fillDatabases(schema); });
+  state.onSchema.push((schema) => { editor.setSchema(schema); fillDatabases(schema); tree.draw(schema); });
+  tree.draw(state.schema);
   dbSelect.addEventListener('change', () => { current().db = dbSelect.value; saveTabs(tabs); });
 
   async function run(text = editor.statement(), db = dbSelect.value) {
@@ -287,7 +295,7 @@ function sqlView() {
 
   // Save: a small form (name, project) that shows the API's errors beside its fields.
   const saveHost = h('div', { class: 'save-host' });
-  el.insertBefore(saveHost, status);
+  work.insertBefore(saveHost, status);
   saveButton.addEventListener('click', () => {
     if (saveHost.firstChild) { clear(saveHost); return; }
     const projects = state.schema.projects.map((p) => p.name);
@@ -309,10 +317,75 @@ function sqlView() {
     inputs.name.focus();
   });
 
+  // Upload: the file chosen (button) or dropped, under a name the user may change; its
+  // progress and the server's answer in the status line.
+  const uploadHost = h('div', { class: 'upload-host' });
+  work.insertBefore(uploadHost, status);
+  fileInput.addEventListener('change', () => {
+    const [file] = fileInput.files;
+    fileInput.value = '';  // the same file again is a new choice
+    if (file) offerUpload(file);
+  });
+
+  function offerUpload(file) {
+    const nameInput = h('input', { type: 'text', name: 'name', value: tableName(file.name), 'data-testid': 'upload-name', spellcheck: false, size: 30 });
+    const nameError = h('span', { class: 'field-error', 'data-testid': 'upload-name-error' });
+    const form = h('form', { class: 'upload-form', 'data-testid': 'upload-form', novalidate: true },
+      h('span', {}, 'Upload ', h('strong', {}, file.name), ` (${byteSize(file.size)}) as files.`),
+      nameInput,
+      h('button', { type: 'submit', class: 'primary', 'data-testid': 'upload-submit' }, 'Upload'),
+      h('button', { type: 'button', 'data-testid': 'upload-cancel', onclick: () => clear(uploadHost) }, 'Cancel'),
+      nameError);
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const name = nameInput.value.trim();
+      if (!NAME_PATTERN.test(name)) {
+        nameError.textContent = ' 1-63 letters, digits, _ or -, not starting with a digit.';
+        return;
+      }
+      clear(uploadHost);
+      upload(file, name, false);
+    });
+    clear(uploadHost).append(form);
+    nameInput.focus();
+    nameInput.select();
+  }
+
+  async function upload(file, name, overwrite) {
+    status.className = 'status running';
+    status.textContent = `Uploading ${file.name} as files.${name}…`;
+    const onProgress = (sent, total) => {
+      status.textContent = sent < total
+        ? `Uploading ${file.name} as files.${name}: ${Math.floor((100 * sent) / total)}% of ${byteSize(total)}`
+        : `Storing files.${name}: the server reads and converts ${file.name}…`;
+    };
+    try {
+      const stored = await sendFile(file, name, { overwrite, onProgress });
+      status.className = 'status ok';
+      status.textContent = `Uploaded files.${stored.name}: ${rowCount(stored.row_count)}, `
+        + `${stored.columns.length} ${stored.columns.length === 1 ? 'column' : 'columns'}.`;
+      await state.refreshSchema();
+    } catch (error) {
+      const problem = error.problem || {};
+      grid.show([], []);
+      status.className = 'status error';
+      clear(status).append(h('span', { class: 'code', 'data-testid': 'error-code' }, `Upload refused (${error.status || 'network'}):`), ' ',
+        h('span', { 'data-testid': 'error-message' }, error.message));
+      if (problem.title === 'File already exists' && !overwrite) {
+        // Replacing is the user's choice, made here: never without this click.
+        status.append(' ', h('button', {
+          type: 'button', class: 'danger', 'data-testid': 'upload-replace',
+          onclick: () => upload(file, name, true),
+        }, `Replace files.${name}`));
+      }
+    }
+  }
+
   runButton.addEventListener('click', () => run());
   drawTabs();
   return {
     el,
+    offerUpload,
     shown: () => editor.focus(),
     run: (text, db) => {
       const tab = current();
@@ -390,6 +463,27 @@ function historyView() {
   savedProject.addEventListener('change', loadSaved);
   return { el, shown: load };
 }
+
+// A file dropped anywhere on the page is offered for upload (in the capture phase: the
+// editor would otherwise insert its text, and the browser open it in place of the console).
+let dragEnd = null;
+window.addEventListener('dragover', (event) => {
+  if (!carriesFiles(event)) return;
+  event.preventDefault();
+  event.stopPropagation();
+  event.dataTransfer.dropEffect = state.dropFile ? 'copy' : 'none';
+  document.body.classList.toggle('dropping', Boolean(state.dropFile));
+  clearTimeout(dragEnd);
+  dragEnd = setTimeout(() => document.body.classList.remove('dropping'), 200);
+}, true);
+window.addEventListener('drop', (event) => {
+  if (!carriesFiles(event)) return;
+  event.preventDefault();
+  event.stopPropagation();
+  document.body.classList.remove('dropping');
+  const [file] = event.dataTransfer.files;
+  if (file && state.dropFile) state.dropFile(file);
+}, true);
 
 start().catch((error) => {
   clear(root).append(h('p', { class: 'status error' }, `The console could not start: ${error.message}`));

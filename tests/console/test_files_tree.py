@@ -1,0 +1,185 @@
+"""Files and views in the console: upload (button, drop), the object tree, completion.
+
+Headless Chromium against the live gunicorn of conftest.py (one server for the session, one
+browser for this module).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.console.conftest import reference_shot
+from tests.console.test_browser import (
+    api,
+    csp_violations,
+    css,
+    editor,
+    run,
+    sign_in,
+    status_text,
+    type_sql,
+    visible,
+)
+
+pytestmark = pytest.mark.slow
+
+XSS = "<img src=x onerror=window.__xss=1>"
+
+
+def wait_status(driver, start: str, timeout: float = 30) -> str:
+    WebDriverWait(driver, timeout).until(lambda d: status_text(d).startswith(start))
+    return status_text(driver)
+
+
+def tree_node(driver, kind: str, name: str, timeout: float = 15):
+    """The tree's node of ``kind`` named ``name``, opened (its ancestors too)."""
+    node = WebDriverWait(driver, timeout).until(lambda d: [
+        n for n in d.find_elements(By.CSS_SELECTOR, f"[data-testid=tree] [data-kind={kind}]")
+        if n.get_attribute("data-name") == name])[0]
+    driver.execute_script("for (let n = arguments[0]; n; n = n.parentElement.closest('details'))"
+                          " n.open = true;", node)
+    return node
+
+
+def column_names(node) -> list[str]:
+    return [li.get_attribute("data-name")
+            for li in node.find_elements(By.CSS_SELECTOR, ":scope > .tree-columns > li")]
+
+
+def listed_files(server) -> dict[str, dict]:
+    answer = api(server, "GET", "/api/files/")
+    assert answer.status_code == 200, answer.text
+    return {f["name"]: f for f in answer.json()}
+
+
+def drop_file(driver, selector: str, name: str, text: str) -> None:
+    """A synthetic drop of a file (a DataTransfer holding a File) on the element."""
+    driver.execute_script(
+        "const [selector, name, text] = arguments;"
+        "const data = new DataTransfer();"
+        "data.items.add(new File([text], name, {type: 'text/csv'}));"
+        "const target = document.querySelector(selector);"
+        "for (const type of ['dragenter', 'dragover', 'drop'])"
+        "  target.dispatchEvent(new DragEvent(type, {dataTransfer: data, bubbles: true,"
+        "                                             cancelable: true, composed: true}));",
+        selector, name, text)
+
+
+def test_upload_by_button_then_replace_after_confirming(browser, console_server, tmp_path):
+    sign_in(browser, console_server["url"])
+    source = tmp_path / "Sales targets 2026.csv"
+    source.write_text("city,target\nBerlin,10\nParis,12\n")
+    css(browser, "[data-testid=upload-input]").send_keys(str(source))
+    name = visible(browser, "[data-testid=upload-name]")
+    # The name is the file's, made to follow the naming rule, and can be changed.
+    assert name.get_attribute("value") == "Sales_targets_2026"
+    name.send_keys(Keys.CONTROL, "a")
+    name.send_keys("sales_targets")
+    css(browser, "[data-testid=upload-submit]").click()
+    assert wait_status(browser, "Uploaded") == \
+        "Uploaded files.sales_targets: 2 rows, 2 columns."
+    assert listed_files(console_server)["sales_targets"]["row_count"] == 2
+    node = tree_node(browser, "file", "sales_targets")
+    assert column_names(node) == ["city", "target"]
+
+    # The same name again: the server's refusal, and a replacement only on the user's click.
+    source.write_text("city,target\nBerlin,10\nParis,12\nRome,9\n")
+    css(browser, "[data-testid=upload-input]").send_keys(str(source))
+    name = visible(browser, "[data-testid=upload-name]")
+    name.send_keys(Keys.CONTROL, "a")
+    name.send_keys("sales_targets" + Keys.ENTER)
+    assert wait_status(browser, "Upload refused") == (
+        "Upload refused (400): File with name 'sales_targets' already exists "
+        "Replace files.sales_targets")
+    assert listed_files(console_server)["sales_targets"]["row_count"] == 2  # not yet
+    css(browser, "[data-testid=upload-replace]").click()
+    assert wait_status(browser, "Uploaded") == \
+        "Uploaded files.sales_targets: 3 rows, 2 columns."
+    assert listed_files(console_server)["sales_targets"]["row_count"] == 3
+    # A name the rule refuses is said before anything is sent.
+    css(browser, "[data-testid=upload-input]").send_keys(str(source))
+    name = visible(browser, "[data-testid=upload-name]")
+    name.send_keys(Keys.CONTROL, "a")
+    name.send_keys("9 lives" + Keys.ENTER)
+    assert "not starting with a digit" in css(browser, "[data-testid=upload-name-error]").text
+    css(browser, "[data-testid=upload-cancel]").click()
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=upload-form]")
+    assert not csp_violations(browser)
+
+
+def test_a_dropped_file_is_uploaded_and_its_markup_shown_as_text(browser, console_server):
+    sign_in(browser, console_server["url"])
+    type_sql(browser, "SELECT 1")
+    # Dropped on the editor: uploaded, not pasted into the statement.
+    drop_file(browser, "[data-testid=editor]", f"{XSS}.csv", f"{XSS},<b>bold</b>\n1,2\n3,4\n")
+    form = visible(browser, "[data-testid=upload-form]")
+    assert f"Upload {XSS}.csv (" in form.text
+    reference_shot(browser, "upload")
+    assert visible(browser, "[data-testid=upload-name]").get_attribute("value") == \
+        "img_src_x_onerror_window___xss_1"
+    css(browser, "[data-testid=upload-submit]").click()
+    assert wait_status(browser, "Uploaded") == \
+        "Uploaded files.img_src_x_onerror_window___xss_1: 2 rows, 2 columns."
+    node = tree_node(browser, "file", "img_src_x_onerror_window___xss_1")
+    columns = node.find_elements(By.CSS_SELECTOR, ".tree-column .tree-name")
+    assert [c.text for c in columns] == [XSS, "<b>bold</b>"]
+    # Text, never markup: no image was made, and its handler never ran.
+    assert not browser.find_elements(By.CSS_SELECTOR, "#app img, #app b")
+    assert browser.execute_script("return window.__xss") is None
+    assert editor(browser).text == "SELECT 1"
+    assert not csp_violations(browser)
+
+
+def test_a_malformed_file_is_refused_with_the_servers_reason(browser, console_server):
+    sign_in(browser, console_server["url"])
+    before = listed_files(console_server)
+    drop_file(browser, "[data-testid=tree]", "ragged.csv", "a,b\n1,2\n3,4,5,6\n7,8\n")
+    visible(browser, "[data-testid=upload-submit]").click()
+    shown = wait_status(browser, "Upload refused")
+    assert shown.startswith("Upload refused (422): ")
+    assert re.search(r"\bline:? 3\b", shown, re.IGNORECASE), shown  # where it went wrong
+    assert "error" in css(browser, "[data-testid=status]").get_attribute("class")
+    assert listed_files(console_server) == before
+
+
+def test_the_tree_and_completion_know_files_and_views(browser, console_server):
+    server = console_server
+    made = api(server, "PUT", "/api/files/fleet", files={
+        "file": ("fleet.csv", b"plate,seats,city\nB-1,4,Berlin\nP-2,7,Paris\n")})
+    assert made.status_code == 200, made.text
+    for query in ("CREATE VIEW mindsdb.big_cars AS (SELECT plate, seats FROM files.fleet "
+                  "WHERE seats > 5)",
+                  f"CREATE VIEW mindsdb.quoted AS (SELECT 1 AS {json.dumps(XSS)})"):
+        answer = api(server, "POST", "/api/sql/query", json={"query": query})
+        assert answer.json()["type"] == "ok", answer.text
+    sign_in(browser, server["url"])
+    fleet = tree_node(browser, "file", "fleet")
+    assert column_names(fleet) == ["plate", "seats", "city"]
+    view = tree_node(browser, "view", "big_cars")
+    assert column_names(view) == ["plate", "seats"]
+    quoted = tree_node(browser, "view", "quoted")
+    assert [c.text for c in quoted.find_elements(By.CSS_SELECTOR, ".tree-column")] == [XSS]
+    assert not browser.find_elements(By.CSS_SELECTOR, "#app img")
+    type_sql(browser, "SELECT city, count(*) FROM files.fleet GROUP BY city")
+    run(browser)
+    reference_shot(browser, "files")
+
+    def offered(text: str) -> list[str]:
+        type_sql(browser, text)
+        time.sleep(0.2)  # CodeMirror opens its list after the keystroke's update
+        host = css(browser, "[data-testid=editor]")
+        options = WebDriverWait(browser, 15).until(lambda _: host.shadow_root.find_elements(
+            By.CSS_SELECTOR, ".cm-tooltip-autocomplete li .cm-completionLabel"))
+        return [o.text for o in options]
+
+    assert "fleet" in offered("SELECT * FROM files.fl")
+    assert "big_cars" in offered("SELECT * FROM mindsdb.big")
+    assert "seats" in offered("SELECT mindsdb.big_cars.se")
+    assert "city" in offered("SELECT files.fleet.ci")
