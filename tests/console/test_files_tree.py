@@ -11,6 +11,7 @@ import re
 import time
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -183,3 +184,17 @@ def test_the_tree_and_completion_know_files_and_views(browser, console_server):
     assert "big_cars" in offered("SELECT * FROM mindsdb.big")
     assert "seats" in offered("SELECT mindsdb.big_cars.se")
     assert "city" in offered("SELECT files.fleet.ci")
+
+    # A double click on a name in the tree writes it at the caret, qualified and quoted.
+    type_sql(browser, "SELECT * FROM ")
+    ActionChains(browser).double_click(view.find_element(By.TAG_NAME, "summary")).perform()
+    quoted_column = quoted.find_element(By.CSS_SELECTOR, ".tree-column")
+    editor(browser).send_keys(" WHERE ")
+    ActionChains(browser).double_click(quoted_column).perform()
+    assert editor(browser).text == f"SELECT * FROM mindsdb.big_cars WHERE `{XSS}`"
+
+    # A view made in the editor joins the tree when it is made.
+    type_sql(browser, "CREATE VIEW mindsdb.paris AS (SELECT city FROM files.fleet "
+                      "WHERE city = 'Paris')")
+    run(browser)
+    assert column_names(tree_node(browser, "view", "paris")) == ["city"]

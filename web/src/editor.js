@@ -110,6 +110,11 @@ export function createEditor(host, { doc, onRun, onChange }) {
   return {
     view,
     setSchema(schema) { view.dispatch({ effects: language.reconfigure(languageFor(schema)) }); },
+    // Text at the caret (in place of the selection), the editor focused.
+    insert(text) {
+      view.dispatch(view.state.replaceSelection(text), { scrollIntoView: true });
+      view.focus();
+    },
     setText(text) { view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } }); },
     // The selection when there is one (run the selection), else the whole text.
     statement() {

@@ -113,7 +113,7 @@ function sqlView() {
   const gridHost = h('div', { class: 'grid-host' });
   const editorHost = h('div', { class: 'editor', 'data-testid': 'editor' });
   const fileInput = h('input', { type: 'file', class: 'file-input', 'data-testid': 'upload-input', tabindex: -1 });
-  const tree = objectTree({ onUploadClick: () => fileInput.click() });
+  const tree = objectTree({ onUploadClick: () => fileInput.click(), onInsert: (text) => editor.insert(text) });
   const work = h('div', { class: 'work' }, tabBar,
     h('div', { class: 'toolbar' }, dbSelect, runButton, stopButton, elapsed, csvButton, jsonlButton, saveButton),
     editorHost, status, gridHost);
@@ -352,15 +352,21 @@ function sqlView() {
   }
 
   async function upload(file, name, overwrite) {
+    const controller = new AbortController();
+    const progress = h('span', { 'data-testid': 'upload-progress' }, `Uploading ${file.name} as files.${name}…`);
+    const stop = h('button', { type: 'button', 'data-testid': 'upload-stop', onclick: () => controller.abort() }, 'Stop');
     status.className = 'status running';
-    status.textContent = `Uploading ${file.name} as files.${name}…`;
+    clear(status).append(progress, ' ', stop);
     const onProgress = (sent, total) => {
-      status.textContent = sent < total
-        ? `Uploading ${file.name} as files.${name}: ${Math.floor((100 * sent) / total)}% of ${byteSize(total)}`
-        : `Storing files.${name}: the server reads and converts ${file.name}…`;
+      if (sent < total) {
+        progress.textContent = `Uploading ${file.name} as files.${name}: ${Math.floor((100 * sent) / total)}% of ${byteSize(total)}`;
+      } else {
+        stop.remove();  // all sent: the server stores it now, whatever this page does
+        progress.textContent = `Storing files.${name}: the server reads and converts ${file.name}…`;
+      }
     };
     try {
-      const stored = await sendFile(file, name, { overwrite, onProgress });
+      const stored = await sendFile(file, name, { overwrite, onProgress, signal: controller.signal });
       status.className = 'status ok';
       status.textContent = `Uploaded files.${stored.name}: ${rowCount(stored.row_count)}, `
         + `${stored.columns.length} ${stored.columns.length === 1 ? 'column' : 'columns'}.`;

@@ -29,7 +29,7 @@ export function byteSize(n) {
 
 // XMLHttpRequest rather than fetch: it reports the upload's progress. Same origin, with the
 // session cookie; the browser adds Sec-Fetch-Site and Origin, which the server checks.
-export function sendFile(file, name, { overwrite = false, onProgress } = {}) {
+export function sendFile(file, name, { overwrite = false, onProgress, signal } = {}) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open('PUT', `/api/files/${enc(name)}${overwrite ? '?overwrite=true' : ''}`);
@@ -46,7 +46,8 @@ export function sendFile(file, name, { overwrite = false, onProgress } = {}) {
       else reject(new ApiError(xhr.status, data));
     });
     xhr.addEventListener('error', () => reject(new ApiError(0, { detail: 'The upload failed: the server could not be reached' })));
-    xhr.addEventListener('abort', () => reject(new ApiError(0, { detail: 'The upload was stopped' })));
+    xhr.addEventListener('abort', () => reject(new ApiError(0, { detail: 'The upload was stopped: nothing was stored' })));
+    signal?.addEventListener('abort', () => xhr.abort());
     const form = new FormData();
     form.append('source_type', 'file');
     form.append('name', name);
