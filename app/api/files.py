@@ -4,7 +4,7 @@ import os
 from typing import Any
 
 from flask import current_app, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 from werkzeug.formparser import FormDataParser
 
 from ..errors import BadRequest, PayloadTooLarge
@@ -73,11 +73,17 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
     try:
         _, form, files = parser.parse(request.stream, request.mimetype,
                                       request.content_length, request.mimetype_params)
-    except RequestEntityTooLarge:
+    except BaseException as exc:
+        # Too large, or cut off (the client stopped sending): nothing of it stays.
         for handle in parts:
             handle.close()
             service.discard(handle.name)
-        raise _too_large(limit) from None
+        if isinstance(exc, RequestEntityTooLarge):
+            raise _too_large(limit) from None
+        if isinstance(exc, ClientDisconnected):
+            raise BadRequest("The upload ended before the body did (the client stopped "
+                             "sending it): nothing was stored") from None
+        raise
     stored = files.get("file")
     for handle in parts:
         handle.close()

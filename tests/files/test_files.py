@@ -108,6 +108,21 @@ def test_a_file_beyond_the_limit_is_413_and_nothing_is_stored(make_app, files_di
     assert put(client, "small", b"a,b\n1,2\n").status_code == 200
 
 
+def test_an_upload_cut_off_by_its_client_leaves_nothing(client, files_dir):
+    """The console's Stop (or a dropped connection) ends the body before its Content-Length:
+    the part written so far is removed, and the answer is a 400."""
+    boundary, body = encode_multipart({"file": FileStorage(io.BytesIO(RENTALS * 2000),
+                                                           "rentals.csv")})
+    content_type = f"multipart/form-data; boundary={boundary}"
+    end = body.rindex(b"\r\n--")  # the closing boundary
+    for sent, words in ((body[:end], ["nothing was stored"]), (body[: len(body) // 2], [])):
+        cut = client.put("/api/files/cut", data=sent, headers={"Content-Type": content_type},
+                         environ_overrides={"CONTENT_LENGTH": str(len(body))})
+        assert_problem(cut, 400, *words)
+        assert stored(files_dir) == []
+    assert client.get("/api/files/").get_json() == []
+
+
 def test_a_url_source_is_refused_unless_its_host_is_allowed(client, files_dir):
     response = client.put("/api/files/remote", data={
         "source_type": "url", "source": "http://127.0.0.1:6379/x.csv", "name": "remote"},
