@@ -138,6 +138,33 @@ def test_a_dropped_file_is_uploaded_and_its_markup_shown_as_text(browser, consol
     assert not csp_violations(browser)
 
 
+def test_an_upload_shows_its_progress_and_can_be_stopped(browser, console_server, tmp_path):
+    sign_in(browser, console_server["url"])
+    source = tmp_path / "slow.csv"
+    source.write_text("n,text\n" + "".join(f"{i},{'x' * 40}\n" for i in range(40_000)))
+    # The browser sends at 200 KB/s: the 1.8 MB take seconds, and the progress shows.
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": False, "latency": 0, "downloadThroughput": -1,
+        "uploadThroughput": 200 * 1024})
+    try:
+        css(browser, "[data-testid=upload-input]").send_keys(str(source))
+        visible(browser, "[data-testid=upload-submit]").click()
+        WebDriverWait(browser, 30).until(lambda d: re.fullmatch(
+            r"Uploading slow\.csv as files\.slow: [1-9]\d?% of 1\.\d MB",
+            css(d, "[data-testid=upload-progress]").text))
+        css(browser, "[data-testid=upload-stop]").click()
+        assert wait_status(browser, "Upload of") == \
+            "Upload of slow.csv stopped: nothing was stored."
+    finally:
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    assert "slow" not in listed_files(console_server)
+    # Nor a part of it on the server's disk (once the server has seen the body end).
+    folder = console_server["tmp"] / "files"
+    WebDriverWait(browser, 15).until(lambda _: not list(folder.glob(".upload-*")))
+
+
 def test_a_malformed_file_is_refused_with_the_servers_reason(browser, console_server):
     sign_in(browser, console_server["url"])
     before = listed_files(console_server)

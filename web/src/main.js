@@ -372,6 +372,11 @@ function sqlView() {
         + `${stored.columns.length} ${stored.columns.length === 1 ? 'column' : 'columns'}.`;
       await state.refreshSchema();
     } catch (error) {
+      if (controller.signal.aborted) {  // the user's own Stop: not a refusal
+        status.className = 'status cancelled';
+        status.textContent = `Upload of ${file.name} stopped: nothing was stored.`;
+        return;
+      }
       const problem = error.problem || {};
       grid.show([], []);
       status.className = 'status error';

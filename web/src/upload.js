@@ -46,7 +46,7 @@ export function sendFile(file, name, { overwrite = false, onProgress, signal } =
       else reject(new ApiError(xhr.status, data));
     });
     xhr.addEventListener('error', () => reject(new ApiError(0, { detail: 'The upload failed: the server could not be reached' })));
-    xhr.addEventListener('abort', () => reject(new ApiError(0, { detail: 'The upload was stopped: nothing was stored' })));
+    xhr.addEventListener('abort', () => reject(new ApiError(0, { detail: 'The upload was stopped' })));
     signal?.addEventListener('abort', () => xhr.abort());
     const form = new FormData();
     form.append('source_type', 'file');
