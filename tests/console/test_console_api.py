@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import sqlite3
 
 import pytest
 from sqlalchemy import func, select
@@ -216,6 +217,46 @@ def test_the_schema_lists_views_with_columns_read_without_their_rows(client):
     assert views["petals"]["columns"] == [] and "petal_length" in views["petals"]["error"]
     # Reading the columns is not a statement of the user's: no history row.
     assert len(client.get("/api/console/history").get_json()) == history + 1
+
+
+def test_a_views_columns_are_read_with_the_readers_rights(make_app, tmp_path):
+    private = tmp_path / "private.db"
+    with sqlite3.connect(private) as conn:
+        conn.execute("CREATE TABLE salaries (name TEXT, pay INTEGER)")
+    app = make_app(AUTH_REQUIRED=True, SECRET_KEY="s" * 40,
+                   DATA_SOURCES={"payroll": {"url": f"sqlite:///{private}"}})
+    runner = app.test_cli_runner()
+    for name, extra in (("root", ["--admin"]), ("bob", [])):
+        made = runner.invoke(args=["users", "create", name, *extra], input=PASSWORD + "\n")
+        assert made.exit_code == 0, made.output
+    client = app.test_client()
+
+    def bearer(user: str) -> dict[str, str]:
+        token = client.post("/api/login", json={"username": user, "password": PASSWORD}
+                            ).get_json()["token"]
+        return {"Authorization": f"Bearer {token}"}
+
+    def views(headers: dict[str, str]) -> list[dict]:
+        schema = client.get("/api/console/schema", headers=headers).get_json()
+        return next(p for p in schema["projects"] if p["name"] == "mindsdb")["views"]
+
+    root, bob = bearer("root"), bearer("bob")
+    made = client.post("/api/sql/query", headers=root, json={
+        "query": "CREATE VIEW mindsdb.pay AS (SELECT name, pay FROM payroll.salaries)"})
+    assert made.get_json()["type"] == "ok", made.get_json()
+    assert views(root) == [{"name": "pay", "columns": [{"name": "name", "type": ""},
+                                                       {"name": "pay", "type": ""}]}]
+    # bob may not read the project: he sees none of its views.
+    assert views(bob) == []
+    granted = client.post("/api/sql/query", headers=root, json={
+        "query": "GRANT viewer ON PROJECT mindsdb TO bob"}).get_json()
+    assert granted["type"] == "ok", granted
+    # Now he may, but not query payroll: the view is listed, its columns are not, and the
+    # reason is the one reading it would give him.
+    read = client.post("/api/sql/query", headers=bob,
+                       json={"query": "SELECT * FROM mindsdb.pay"}).get_json()
+    assert read["type"] == "error"
+    assert views(bob) == [{"name": "pay", "columns": [], "error": read["error_message"]}]
 
 
 def test_a_missing_browser_is_said_loudly(monkeypatch):
