@@ -60,17 +60,19 @@ def listed_files(server) -> dict[str, dict]:
     return {f["name"]: f for f in answer.json()}
 
 
-def drop_file(driver, selector: str, name: str, text: str) -> None:
-    """A synthetic drop of a file (a DataTransfer holding a File) on the element."""
+def drop_files(driver, selector: str, *files: tuple[str, str]) -> None:
+    """A synthetic drop of files ((name, text) each: a DataTransfer holding Files) on the
+    element."""
     driver.execute_script(
-        "const [selector, name, text] = arguments;"
+        "const [selector, files] = arguments;"
         "const data = new DataTransfer();"
-        "data.items.add(new File([text], name, {type: 'text/csv'}));"
+        "for (const [name, text] of files)"
+        "  data.items.add(new File([text], name, {type: 'text/csv'}));"
         "const target = document.querySelector(selector);"
         "for (const type of ['dragenter', 'dragover', 'drop'])"
         "  target.dispatchEvent(new DragEvent(type, {dataTransfer: data, bubbles: true,"
         "                                             cancelable: true, composed: true}));",
-        selector, name, text)
+        selector, [list(f) for f in files])
 
 
 def test_upload_by_button_then_replace_after_confirming(browser, console_server, tmp_path):
@@ -119,7 +121,7 @@ def test_a_dropped_file_is_uploaded_and_its_markup_shown_as_text(browser, consol
     sign_in(browser, console_server["url"])
     type_sql(browser, "SELECT 1")
     # Dropped on the editor: uploaded, not pasted into the statement.
-    drop_file(browser, "[data-testid=editor]", f"{XSS}.csv", f"{XSS},<b>bold</b>\n1,2\n3,4\n")
+    drop_files(browser, "[data-testid=editor]", (f"{XSS}.csv", f"{XSS},<b>bold</b>\n1,2\n3,4\n"))
     form = visible(browser, "[data-testid=upload-form]")
     assert f"Upload {XSS}.csv (" in form.text
     reference_shot(browser, "upload")
@@ -168,12 +170,20 @@ def test_an_upload_shows_its_progress_and_can_be_stopped(browser, console_server
 def test_a_malformed_file_is_refused_with_the_servers_reason(browser, console_server):
     sign_in(browser, console_server["url"])
     before = listed_files(console_server)
-    drop_file(browser, "[data-testid=tree]", "ragged.csv", "a,b\n1,2\n3,4,5,6\n7,8\n")
+    # Two files dropped at once: offered one after the other.
+    drop_files(browser, "[data-testid=tree]", ("ragged.csv", "a,b\n1,2\n3,4,5,6\n7,8\n"),
+               ("second one.csv", "a\n1\n"))
+    assert visible(browser, "[data-testid=upload-waiting]").text == "then 1 more"
     visible(browser, "[data-testid=upload-submit]").click()
     shown = wait_status(browser, "Upload refused")
     assert shown.startswith("Upload refused (422): ")
     assert re.search(r"\bline:? 3\b", shown, re.IGNORECASE), shown  # where it went wrong
     assert "error" in css(browser, "[data-testid=status]").get_attribute("class")
+    assert listed_files(console_server) == before
+    assert visible(browser, "[data-testid=upload-name]").get_attribute("value") == "second_one"
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=upload-waiting]")
+    css(browser, "[data-testid=upload-cancel]").click()
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=upload-form]")
     assert listed_files(console_server) == before
 
 

@@ -40,7 +40,7 @@ async function start() {
 }
 
 function signInPage() {
-  state.dropFile = null;
+  state.dropFiles = null;
   clear(root);
   const { form } = makeForm({
     testid: 'sign-in',
@@ -81,7 +81,7 @@ function shell(signedIn) {
   }
   root.append(h('header', { class: 'top' }, h('span', { class: 'brand' }, 'Quarry'), nav), main);
   state.runStatement = (text, db) => { show('sql'); view('sql').run(text, db); };
-  state.dropFile = (file) => { show('sql'); view('sql').offerUpload(file); };
+  state.dropFiles = (files) => { show('sql'); view('sql').offerFiles(files); };
   show('sql');
   // The editor takes input from here on (bench/console.py reads this mark).
   performance.mark('quarry:interactive');
@@ -317,15 +317,26 @@ function sqlView() {
     inputs.name.focus();
   });
 
-  // Upload: the file chosen (button) or dropped, under a name the user may change; its
-  // progress and the server's answer in the status line.
+  // Upload: the files chosen (button) or dropped, one after the other, each under a name the
+  // user may change; the progress and the server's answer in the status line.
   const uploadHost = h('div', { class: 'upload-host' });
   work.insertBefore(uploadHost, status);
+  let waiting = [];
+  fileInput.multiple = true;
   fileInput.addEventListener('change', () => {
-    const [file] = fileInput.files;
+    const files = Array.from(fileInput.files);
     fileInput.value = '';  // the same file again is a new choice
-    if (file) offerUpload(file);
+    if (files.length) offerFiles(files);
   });
+
+  function offerFiles(files) {
+    waiting = files.slice(1);
+    offerUpload(files[0]);
+  }
+
+  function offerNext() {
+    if (waiting.length) offerUpload(waiting.shift());
+  }
 
   function offerUpload(file) {
     const nameInput = h('input', { type: 'text', name: 'name', value: tableName(file.name), 'data-testid': 'upload-name', spellcheck: false, size: 30 });
@@ -334,7 +345,8 @@ function sqlView() {
       h('span', {}, 'Upload ', h('strong', {}, file.name), ` (${byteSize(file.size)}) as files.`),
       nameInput,
       h('button', { type: 'submit', class: 'primary', 'data-testid': 'upload-submit' }, 'Upload'),
-      h('button', { type: 'button', 'data-testid': 'upload-cancel', onclick: () => clear(uploadHost) }, 'Cancel'),
+      h('button', { type: 'button', 'data-testid': 'upload-cancel', onclick: () => { clear(uploadHost); offerNext(); } }, 'Cancel'),
+      waiting.length ? h('span', { class: 'muted', 'data-testid': 'upload-waiting' }, `then ${waiting.length} more`) : null,
       nameError);
     form.addEventListener('submit', (event) => {
       event.preventDefault();
@@ -375,6 +387,7 @@ function sqlView() {
       if (controller.signal.aborted) {  // the user's own Stop: not a refusal
         status.className = 'status cancelled';
         status.textContent = `Upload of ${file.name} stopped: nothing was stored.`;
+        offerNext();
         return;
       }
       const problem = error.problem || {};
@@ -390,13 +403,14 @@ function sqlView() {
         }, `Replace files.${name}`));
       }
     }
+    offerNext();
   }
 
   runButton.addEventListener('click', () => run());
   drawTabs();
   return {
     el,
-    offerUpload,
+    offerFiles,
     shown: () => editor.focus(),
     run: (text, db) => {
       const tab = current();
@@ -482,8 +496,8 @@ window.addEventListener('dragover', (event) => {
   if (!carriesFiles(event)) return;
   event.preventDefault();
   event.stopPropagation();
-  event.dataTransfer.dropEffect = state.dropFile ? 'copy' : 'none';
-  document.body.classList.toggle('dropping', Boolean(state.dropFile));
+  event.dataTransfer.dropEffect = state.dropFiles ? 'copy' : 'none';
+  document.body.classList.toggle('dropping', Boolean(state.dropFiles));
   clearTimeout(dragEnd);
   dragEnd = setTimeout(() => document.body.classList.remove('dropping'), 200);
 }, true);
@@ -492,8 +506,8 @@ window.addEventListener('drop', (event) => {
   event.preventDefault();
   event.stopPropagation();
   document.body.classList.remove('dropping');
-  const [file] = event.dataTransfer.files;
-  if (file && state.dropFile) state.dropFile(file);
+  const files = Array.from(event.dataTransfer.files);
+  if (files.length && state.dropFiles) state.dropFiles(files);
 }, true);
 
 start().catch((error) => {
