@@ -219,12 +219,8 @@ def test_the_schema_lists_views_with_columns_read_without_their_rows(client):
     assert len(client.get("/api/console/history").get_json()) == history + 1
 
 
-def test_a_views_columns_are_read_with_the_readers_rights(make_app, tmp_path):
-    private = tmp_path / "private.db"
-    with sqlite3.connect(private) as conn:
-        conn.execute("CREATE TABLE salaries (name TEXT, pay INTEGER)")
-    app = make_app(AUTH_REQUIRED=True, SECRET_KEY="s" * 40,
-                   DATA_SOURCES={"payroll": {"url": f"sqlite:///{private}"}})
+def _admin_and_member(app):
+    """A client of ``app``, and the bearer headers of an admin (root) and a member (bob)."""
     runner = app.test_cli_runner()
     for name, extra in (("root", ["--admin"]), ("bob", [])):
         made = runner.invoke(args=["users", "create", name, *extra], input=PASSWORD + "\n")
@@ -236,11 +232,20 @@ def test_a_views_columns_are_read_with_the_readers_rights(make_app, tmp_path):
                             ).get_json()["token"]
         return {"Authorization": f"Bearer {token}"}
 
+    return client, bearer("root"), bearer("bob")
+
+
+def test_a_views_columns_are_read_with_the_readers_rights(make_app, tmp_path):
+    private = tmp_path / "private.db"
+    with sqlite3.connect(private) as conn:
+        conn.execute("CREATE TABLE salaries (name TEXT, pay INTEGER)")
+    app = make_app(AUTH_REQUIRED=True, SECRET_KEY="s" * 40,
+                   DATA_SOURCES={"payroll": {"url": f"sqlite:///{private}"}})
+    client, root, bob = _admin_and_member(app)
     def views(headers: dict[str, str]) -> list[dict]:
         schema = client.get("/api/console/schema", headers=headers).get_json()
         return next(p for p in schema["projects"] if p["name"] == "mindsdb")["views"]
 
-    root, bob = bearer("root"), bearer("bob")
     made = client.post("/api/sql/query", headers=root, json={
         "query": "CREATE VIEW mindsdb.pay AS (SELECT name, pay FROM payroll.salaries)"})
     assert made.get_json()["type"] == "ok", made.get_json()
@@ -266,18 +271,7 @@ def test_a_missing_browser_is_said_loudly(monkeypatch):
 
 def test_the_schema_lists_runtime_sources_the_caller_may_query(make_app):
     app = make_app(AUTH_REQUIRED=True, SECRET_KEY="s" * 40)
-    runner = app.test_cli_runner()
-    for name, extra in (("root", ["--admin"]), ("bob", [])):
-        made = runner.invoke(args=["users", "create", name, *extra], input=PASSWORD + "\n")
-        assert made.exit_code == 0, made.output
-    client = app.test_client()
-
-    def bearer(user: str) -> dict[str, str]:
-        token = client.post("/api/login", json={"username": user, "password": PASSWORD}
-                            ).get_json()["token"]
-        return {"Authorization": f"Bearer {token}"}
-
-    root, bob = bearer("root"), bearer("bob")
+    client, root, bob = _admin_and_member(app)
     made = client.post("/api/databases", headers=root, json={"database": {
         "name": "console_pg", "engine": "postgres", "parameters": {
             "host": "127.0.0.1", "port": 5432, "database": "test", "user": "postgres"}}})
