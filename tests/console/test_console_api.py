@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import sqlite3
 
 import pytest
@@ -198,12 +199,16 @@ def test_the_schema_lists_views_with_columns_read_without_their_rows(client):
 
     # Every row of `boom` fails (abs of the smallest 64-bit integer): its columns can only be
     # read if none of its rows is.
+    uploaded = client.put("/api/files/console_leaves?overwrite=true", data={
+        "file": (io.BytesIO(b"leaf,len\noak,4\n"), "leaves.csv")},
+        content_type="multipart/form-data")
+    assert uploaded.status_code == 200, uploaded.get_data(as_text=True)
     made = [sql("CREATE VIEW mindsdb.boom AS (SELECT species, abs(-9223372036854775807 - "
                 "(sepal_length > 0)) AS big FROM demo.iris)"),
-            sql("CREATE VIEW mindsdb.petals AS (SELECT petal_length AS len, big FROM "
-                "mindsdb.boom)")]
+            sql("CREATE VIEW mindsdb.petals AS (SELECT len FROM files.console_leaves)")]
     assert [m["type"] for m in made] == ["ok", "ok"], made
     assert sql("SELECT * FROM mindsdb.boom")["type"] == "error"
+    assert client.delete("/api/files/console_leaves").status_code == 204
     history = len(client.get("/api/console/history").get_json())
     assert sql("CREATE VIEW mindsdb.whole AS (SELECT * FROM demo.iris)")["type"] == "ok"
     project = client.get("/api/console/schema").get_json()["projects"][0]
@@ -213,8 +218,8 @@ def test_the_schema_lists_views_with_columns_read_without_their_rows(client):
                                                          {"name": "big", "type": ""}]}
     assert [c["name"] for c in views["whole"]["columns"]] == [
         "sepal_length", "sepal_width", "petal_length", "petal_width", "species"]
-    # A view whose statement cannot be read (boom has no petal_length): listed, with why.
-    assert views["petals"]["columns"] == [] and "petal_length" in views["petals"]["error"]
+    # A view that cannot be read (its file was deleted): listed, with why.
+    assert views["petals"]["columns"] == [] and "console_leaves" in views["petals"]["error"]
     # Reading the columns is not a statement of the user's: no history row.
     assert len(client.get("/api/console/history").get_json()) == history + 1
 
