@@ -18,12 +18,16 @@ export async function call(method, path, body, { signal, raw } = {}) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (raw && response.ok) return response;
-  const text = await response.text();
+  return answerOf(response.status, await response.text());
+}
+
+// An answer's JSON (its text as `detail` when it is not JSON); ApiError unless it is a 2xx.
+export function answerOf(status, text) {
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch { data = { detail: text }; }
   }
-  if (!response.ok) throw new ApiError(response.status, data);
+  if (status < 200 || status >= 300) throw new ApiError(status, data);
   return data;
 }
 

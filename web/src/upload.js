@@ -1,7 +1,7 @@
 // Uploading a file as the table files.<name>: PUT /api/files/<name> with a multipart form
 // whose part `file` holds the bytes (the form mindsdb_sdk's upload_file sends).
 
-import { ApiError, enc } from './api.js';
+import { ApiError, answerOf, enc } from './api.js';
 
 // The naming rule of the server (app/rules/names.py): 1-63 ASCII letters, digits, _ and -,
 // not starting with a digit.
@@ -38,12 +38,7 @@ export function sendFile(file, name, { overwrite = false, onProgress, signal } =
       if (event.lengthComputable) onProgress?.(event.loaded, event.total);
     });
     xhr.addEventListener('load', () => {
-      let data = null;
-      if (xhr.responseText) {
-        try { data = JSON.parse(xhr.responseText); } catch { data = { detail: xhr.responseText }; }
-      }
-      if (xhr.status >= 200 && xhr.status < 300) resolve(data);
-      else reject(new ApiError(xhr.status, data));
+      try { resolve(answerOf(xhr.status, xhr.responseText)); } catch (error) { reject(error); }
     });
     xhr.addEventListener('error', () => reject(new ApiError(0, { detail: 'The upload failed: the server could not be reached' })));
     xhr.addEventListener('abort', () => reject(new ApiError(0, { detail: 'The upload was stopped' })));
