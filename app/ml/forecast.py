@@ -7,15 +7,20 @@ cut-off and forecasts the next ``horizon`` steps, which are scored by MASE (the 
 the in-sample error of the seasonal naive forecast) and sMAPE. The candidate with the lowest
 mean MASE is kept; its scaled errors at the cut-offs give the forecast interval.
 
-Candidates, cheapest first (a candidate that the time budget leaves no room for is skipped
-and named as skipped in describe):
+Candidates, cheapest first (the time budget is checked within each candidate's cut-offs:
+one that would overrun it is stopped, and describe says where):
 
 - ``Naive`` and ``SeasonalNaive``: the forecasts a person would make by hand;
 - ``Lag features --> HistGradientBoosting``: one scikit-learn model across all series, on
-  lags of the series (scaled by each series' level) and calendar features, forecasting one
-  step at a time;
-- ``ETS``: statsmodels' Holt-Winters exponential smoothing (damped additive trend, additive
-  season when there is one), fitted per series.
+  lags of the series (scaled by each series' level), the seasonal position and the query's
+  other (exogenous) columns, forecasting one step at a time;
+- ``Theta``, ``ETS`` (damped Holt-Winters) and ``ARIMA`` (a small order search by AIC), from
+  statsmodels, fitted per series. Their parameters are kept: a forecast runs them over the
+  history without fitting.
+
+The interval comes from the split-conformal quantiles of the chosen method's out-of-sample
+errors, per step of the horizon, at a quantile level raised until intervals made without
+one cut-off hold the stated level on it; describe's coverage is measured by cross-fitting.
 
 A forecasting artifact is joblib bytes of a dict with ``"kind": "forecast"``; ``load_model``
 of ``prediction.py`` hands such a bundle to ``load``, and ``predict`` to ``forecast``.
