@@ -1,18 +1,21 @@
 """Forecasting models (issue 24): Quarry's forecast against the seasonal naive forecast and
-the best statsmodels model chosen in hindsight, on public series shipped inside installed
-packages (``statsmodels.datasets``, no network) and on 1 000 synthetic series.
+the best statsmodels model chosen in hindsight (statsforecast is not installed: its release
+would replace pandas 3 with pandas 2 here; statsmodels' ETS, Theta and ARIMA with a wider
+order grid stand for its AutoETS, AutoTheta and AutoARIMA), on public series shipped inside
+installed packages (``statsmodels.datasets``, no network) and on 1 000 synthetic series.
 
 For each public series, at 3 final origins (the last 3·h points, h apart), Quarry
 (``app.ml.forecast.train``: the code the service runs, with its rolling-origin choice) is
 trained on the points before the origin and forecasts the next h; so do the seasonal naive
-forecast and, fitted on the same points, statsmodels' ETS (Holt-Winters, damped trend) and
-Theta. Reported per series: the mean MASE of each over the origins (scaled by the training
-points' seasonal naive error), Quarry / seasonal naive and Quarry / the best of the others
+forecast and, fitted on the same points, statsmodels' ETS (Holt-Winters, damped trend),
+Theta and ARIMA (orders by AIC over p, q ≤ 2, d ≤ 1, with or without a seasonal (0,1,1)).
+Reported per series: the mean MASE of each over the origins (scaled by the training points'
+seasonal naive error), Quarry / seasonal naive and Quarry / the best of the others
 in hindsight, and the coverage of Quarry's 90 % interval on the held-out points.
 
 Then on 1 000 synthetic daily series × 200 points (weekly season, trend, noise): training
 time and the MASE ratio; and the time of one forecast of one series (h = 12) from its
-history, median of 50.
+history, median of 50; then the same time for each method (median of 30).
 
     .venv/bin/python bench/forecast.py [--series 1000] [--budget SECONDS]
 """
@@ -190,6 +193,40 @@ def bench_synthetic(count: int, budget: float | None) -> dict:
     return result
 
 
+def bench_predict_per_method(frame: pd.DataFrame) -> dict[str, float]:
+    """The time of one forecast (h = 12) of one series from its history, for each method:
+    the model trained on one synthetic series, then its method swapped for each of the
+    others with their parameters fitted on the same points (what training keeps)."""
+    import dataclasses
+
+    one = frame[frame.g == "s3"].reset_index(drop=True)
+    artifact, _, _ = forecast.train(one, "y", {"order": "t", "group": ["g"], "window": 28,
+                                               "horizon": 12}, time_budget_s=30)
+    model = prediction.load_model(artifact)
+    history = one.to_dict("records")
+    key = next(iter(model.history))
+    tail = model.history[key][1]
+    out = {}
+    for name, method in forecast.PER_SERIES.items():
+        fitted = method.fit(tail, model.period)
+        swapped = dataclasses.replace(model, method=name, params={key: {name: fitted}},
+                                      common={name: method.common([fitted])})
+        out[name] = _median_ms(swapped, history)
+    if model.boosting is not None:
+        out[forecast.BOOSTING] = _median_ms(model, history)
+    return out
+
+
+def _median_ms(model: object, history: list[dict]) -> float:
+    prediction.predict(model, history)  # first call: imports
+    times = []
+    for _ in range(30):
+        started = time.perf_counter()
+        prediction.predict(model, history)
+        times.append(time.perf_counter() - started)
+    return round(1000 * float(np.median(times)), 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--series", type=int, default=1000)
@@ -197,18 +234,23 @@ def main() -> None:
     args = parser.parse_args()
     rows = bench_public(args.budget or 20.0)
     synth = bench_synthetic(args.series, args.budget)
+    per_method = bench_predict_per_method(synthetic(4, 200))
+    print(json.dumps({"forecast_ms_median_per_method": per_method}), flush=True)
     print()
-    print(f"{'series':<20} {'Quarry':>7} {'SNaive':>7} {'ETS':>7} {'Theta':>7} "
+    print(f"{'series':<20} {'Quarry':>7} {'SNaive':>7} {'ETS':>7} {'Theta':>7} {'ARIMA':>7} "
           f"{'/SNaive':>8} {'/best':>6} {'cover':>6}  chosen")
     for r in rows:
         m = r["mase"]
         print(f"{r['series']:<20} {m['Quarry']:>7} {m['SeasonalNaive']:>7} {m['ETS']:>7} "
-              f"{m['Theta']:>7} {r['vs_seasonal_naive']:>8} {r['vs_hindsight_best']:>6} "
-              f"{r['coverage_90']:>6}  {', '.join(r['chosen'])}")
+              f"{m['Theta']:>7} {m['ARIMA']:>7} {r['vs_seasonal_naive']:>8} "
+              f"{r['vs_hindsight_best']:>6} {r['coverage_90']:>6}  {', '.join(r['chosen'])}")
     print(f"\n{synth['series']} series x 200: training {synth['train_s']} s, chose "
           f"{synth['chosen']}, CV MASE {synth['mase']} vs seasonal naive "
           f"{synth['seasonal_naive_mase']}; one forecast (h=12) "
           f"{synth['forecast_ms_median']} ms median")
+    print("one forecast (h=12) per method, ms median: "
+          + ", ".join(f"{k} {v}" for k, v in per_method.items()))
+    print(f"load average at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ MAX_CATEGORIES = 50
 PERIODS = (4, 7, 12, 24, 52)
 MIN_POINTS = 8
 NAIVE, SEASONAL_NAIVE, BOOSTING = "Naive", "SeasonalNaive", "Lag features --> HistGradientBoosting"
+COMBINATION = "Combination"
 
 
 # --- the time axis ---------------------------------------------------------------------
@@ -736,6 +737,18 @@ class Score:
     scaled: list[np.ndarray] = field(default_factory=list)
     seconds: float = 0.0
     skipped: str | None = None
+    # Per cut-off: (actual values, forecasts, MASE scales, spreads), for the combination.
+    truth: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+
+    def add(self, actual: np.ndarray, predicted: np.ndarray, mase_scales: np.ndarray,
+            spreads: np.ndarray) -> None:
+        """A cut-off's forecasts (every origin's, one row per series and origin)."""
+        errors = actual - predicted
+        self.truth.append((actual, predicted, mase_scales, spreads))
+        self.scaled.append(errors / spreads[:, None])
+        self.mase.append(float(np.mean(np.abs(errors / mase_scales[:, None]))))
+        self.smape.append(float(np.mean([_smape(a, f) for a, f in
+                                         zip(actual, predicted, strict=True)])))
 
     def summary(self) -> dict[str, Any]:
         if self.skipped:
@@ -894,25 +907,35 @@ def _evaluate(candidate: Any, series: list[Series], axis: Axis, h: int, m: int,
         for number, back in enumerate(backs):
             where = f"cut-off {number + 1} of {len(backs)}"
             fitted = candidate.fit([s.y[:-back] for s in series], starts, progress, where)
-            scaled, mase, smape = [], [], []
+            parts: list[list[np.ndarray]] = [[], [], [], []]
             for j in range(origins(back)):
                 ends = [len(s.y) - back + j for s in series]
                 ys = [s.y[:end] for s, end in zip(series, ends, strict=True)]
-                actual = np.stack([s.y[end:end + h] for s, end in zip(series, ends,
-                                                                     strict=True)])
-                predicted = np.stack(fitted.forecast_many(ys, starts))
-                errors = actual - predicted
-                mase.append(errors / np.array([_mase_scale(y, m) for y in ys])[:, None])
-                scaled.append(errors / np.array([_spread(y, m) for y in ys])[:, None])
-                smape.extend(_smape(a, f) for a, f in zip(actual, predicted, strict=True))
+                parts[0].append(np.stack([s.y[end:end + h]
+                                          for s, end in zip(series, ends, strict=True)]))
+                parts[1].append(np.stack(fitted.forecast_many(ys, starts)))
+                parts[2].append(np.array([_mase_scale(y, m) for y in ys]))
+                parts[3].append(np.array([_spread(y, m) for y in ys]))
                 if time.perf_counter() > deadline:
                     raise Overrun(f"stopped at {where}: the time budget ran out")
-            score.scaled.append(np.concatenate(scaled, axis=0))
-            score.mase.append(float(np.mean(np.abs(np.concatenate(mase, axis=0)))))
-            score.smape.append(float(np.mean(smape)))
+            score.add(*(np.concatenate(p, axis=0) for p in parts))
     except Overrun as stop:
         score.skipped = str(stop)
     score.seconds = time.perf_counter() - progress.started
+    return score
+
+
+def _combined(scores: list[Score]) -> Score | None:
+    """The mean forecast of the per-series methods that were not stopped, scored on the
+    same origins (their forecasts there are averaged: nothing is fitted again)."""
+    parts = [s for s in scores if s.method in PER_SERIES and not s.skipped]
+    if len(parts) < 2:
+        return None
+    score = Score(f"{COMBINATION} ({', '.join(s.method for s in parts)})",
+                  seconds=sum(s.seconds for s in parts))
+    for k, (actual, _, mase_scales, spreads) in enumerate(parts[0].truth):
+        predicted = np.mean([s.truth[k][1] for s in parts], axis=0)
+        score.add(actual, predicted, mase_scales, spreads)
     return score
 
 
@@ -1013,9 +1036,9 @@ class Forecaster:
     low: np.ndarray              # scaled-error quantiles per step
     high: np.ndarray
     history: dict[tuple, tuple[Any, np.ndarray]]  # group -> (order value of y[-1], tail)
-    # A per-series method's parameters, fitted on each group's kept tail, and those for a
-    # group the training data does not hold (None in artifacts made before they were kept:
-    # such a model fits at predict).
+    # The per-series methods' parameters ({method: parameters}) fitted on each group's
+    # kept tail, and those for a group the training data does not hold (None in artifacts
+    # made before they were kept: such a model fits at predict).
     params: dict[tuple, Any] | None = None
     common: Any = None
     # The boosting model's exogenous columns, and each group's last known values of them
@@ -1078,8 +1101,13 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
     _import_statsmodels()  # before the per-series methods' time is taken
     candidates.extend(Separate(method, h, m) for method in PER_SERIES.values())
     scores = [_evaluate(c, series, axis, h, m, backs, origins, deadline) for c in candidates]
+    combination = _combined(scores)
+    if combination:
+        scores.append(combination)
     done = [s for s in scores if not s.skipped]
     best = min(done, key=lambda s: np.mean(s.mase))
+    for score in scores:
+        score.truth = []  # the forecasts at the cut-offs were kept for the combination only
     importances = boosting = params = common = None
     if best.method == BOOSTING:
         whole = [(s.y, _offset(axis, s), s.x) for s in series]
@@ -1087,10 +1115,13 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
             order: [lags], target: list(range(lags)),
             **{e.name: [lags + 1 + i] for i, e in enumerate(exogenous)}})
         boosting = Boosting(lags, m, len(exogenous)).fit(whole, budget)
-    elif best.method in PER_SERIES:
-        method = PER_SERIES[best.method]
-        params = {s.key: method.fit(s.y[-KEEP_POINTS:], m) for s in series}
-        common = method.common(list(params.values()))
+    else:
+        names = _parts(best.method)
+        if names:
+            params = {s.key: {name: PER_SERIES[name].fit(s.y[-KEEP_POINTS:], m)
+                              for name in names} for s in series}
+            common = {name: PER_SERIES[name].common([p[name] for p in params.values()])
+                      for name in names}
     quantile_level = _calibrate(best.scaled, INTERVAL_LEVEL)
     low, high = _interval(best.scaled, quantile_level)
     history = {s.key: (_last_order(axis, s), s.y[-KEEP_POINTS:]) for s in series}
@@ -1262,7 +1293,7 @@ def _rows(model: Forecaster, key: tuple, last: Any, y: np.ndarray, x: np.ndarray
         values = _naive(y, h, m)
     elif model.method == SEASONAL_NAIVE:
         values = _seasonal_naive(y, h, m)
-    elif model.method in PER_SERIES:
+    elif _parts(model.method):
         values = _per_series(model, key, last, y)
     else:
         start = _start_of(model, last, len(y))
@@ -1291,22 +1322,36 @@ def _rows(model: Forecaster, key: tuple, last: Any, y: np.ndarray, x: np.ndarray
     return out
 
 
+def _parts(method: str) -> list[str]:
+    """The per-series methods a method name stands for (none: not a per-series method)."""
+    if method in PER_SERIES:
+        return [method]
+    if method.startswith(COMBINATION + " ("):
+        return method[len(COMBINATION) + 2:-1].split(", ")
+    return []
+
+
 def _per_series(model: Forecaster, key: tuple, last: Any, y: np.ndarray) -> np.ndarray:
-    """A per-series method's forecast with the parameters kept for the group (no fitting).
-    A history that holds the point where the group's kept tail starts is read from there,
-    where the fitted initial states apply; any other history (or a group the training data
-    does not hold, with the parameters common to the groups) starts from states estimated
-    from its own first points."""
-    method, h, m = PER_SERIES[model.method], model.horizon, model.period
+    """A per-series method's forecast (a combination's: the mean of its methods') with the
+    parameters kept for the group (no fitting). A history that holds the point where the
+    group's kept tail starts is read from there, where the fitted initial states apply; any
+    other history (or a group the training data does not hold, with the parameters common
+    to the groups) starts from states estimated from its own first points."""
+    h, m = model.horizon, model.period
+    names = _parts(model.method)
     if model.params is None:  # an artifact made before parameters were kept
+        method = PER_SERIES[model.method]
         return method.forecast(y, h, m, method.fit(y, m), True)
     if key not in model.params:
-        return method.forecast(y, h, m, model.common, False)
+        return np.mean([PER_SERIES[name].forecast(y, h, m, model.common[name], False)
+                        for name in names], axis=0)
     kept_last, tail = model.history[key]
     first = _steps_since_epoch(model.axis, kept_last) - (len(tail) - 1)
     skip = first - (_steps_since_epoch(model.axis, last) - (len(y) - 1))
     aligned = 0 <= skip < len(y) - MIN_POINTS
-    return method.forecast(y[skip:] if aligned else y, h, m, model.params[key], aligned)
+    y = y[skip:] if aligned else y
+    return np.mean([PER_SERIES[name].forecast(y, h, m, model.params[key][name], aligned)
+                     for name in names], axis=0)
 
 
 def _start_of(model: Forecaster, last: Any, length: int) -> int:
