@@ -66,7 +66,7 @@ CALIBRATION = 200
 RECENT_SEASONS, RECENT_POINTS = 8, 48
 # Points of each series kept in the artifact: a forecast for a group named without history
 # starts from them (and the per-series methods run from them).
-KEEP_POINTS = 400
+KEEP_POINTS = 1000
 # Default time budget: BASE_BUDGET_S, plus one second per PER_SECOND_ROWS rows, up to MAX.
 BASE_BUDGET_S, PER_SECOND_ROWS, MAX_BUDGET_S = 10.0, 20_000, 60.0
 # A text column with at most this many values is an exogenous category (more: left out).
@@ -390,6 +390,17 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _or_seasonal_naive(run: Any, y: np.ndarray, h: int, m: int) -> np.ndarray:
+    """``run()``'s forecast, or the seasonal naive one where statsmodels fails or answers
+    values that are not finite."""
+    with _quiet():
+        try:
+            out = np.asarray(run(), dtype="float64")
+        except (ValueError, np.linalg.LinAlgError):
+            return _seasonal_naive(y, h, m)
+    return out if np.all(np.isfinite(out)) else _seasonal_naive(y, h, m)
+
+
 def _import_statsmodels() -> None:
     import statsmodels.tsa.arima.model
     import statsmodels.tsa.holtwinters
@@ -457,17 +468,12 @@ class EtsMethod(PerSeries):
         else:
             start = {"initialization_method": "legacy-heuristic"}
         alpha, beta, gamma, phi = params["smoothing"]
-        with _quiet():
-            try:
-                out = np.asarray(ExponentialSmoothing(
-                    y, trend="add", damped_trend=True, seasonal="add" if seasonal else None,
-                    seasonal_periods=m if seasonal else None, **start).fit(
-                    smoothing_level=alpha, smoothing_trend=beta,
-                    smoothing_seasonal=gamma if seasonal else None, damping_trend=phi,
-                    optimized=False).forecast(h), dtype="float64")
-            except (ValueError, np.linalg.LinAlgError):
-                return _seasonal_naive(y, h, m)
-        return out if np.all(np.isfinite(out)) else _seasonal_naive(y, h, m)
+        return _or_seasonal_naive(lambda: ExponentialSmoothing(
+            y, trend="add", damped_trend=True, seasonal="add" if seasonal else None,
+            seasonal_periods=m if seasonal else None, **start).fit(
+            smoothing_level=alpha, smoothing_trend=beta,
+            smoothing_seasonal=gamma if seasonal else None, damping_trend=phi,
+            optimized=False).forecast(h), y, h, m)
 
     def common(self, fitted: list[Any]) -> Any:
         known = [p for p in fitted if p is not None]
@@ -583,14 +589,9 @@ class ArimaMethod(PerSeries):
 
         if params is None or (params["seasonal_order"][3] and len(y) < 2 * m + 2):
             return _seasonal_naive(y, h, m)
-        with _quiet():
-            try:
-                model = ARIMA(y, order=params["order"], seasonal_order=params["seasonal_order"],
-                              trend=params["trend"])
-                out = np.asarray(model.filter(params["params"]).forecast(h), dtype="float64")
-            except (ValueError, np.linalg.LinAlgError):
-                return _seasonal_naive(y, h, m)
-        return out if np.all(np.isfinite(out)) else _seasonal_naive(y, h, m)
+        return _or_seasonal_naive(lambda: ARIMA(
+            y, order=params["order"], seasonal_order=params["seasonal_order"],
+            trend=params["trend"]).filter(params["params"]).forecast(h), y, h, m)
 
     def common(self, fitted: list[Any]) -> Any:
         known = [p for p in fitted if p is not None]

@@ -114,6 +114,12 @@ def client(ts_app):
     return client
 
 
+def _info(client, model: str) -> dict:
+    """describe's info of a model of project ts."""
+    info = client.get(f"/api/projects/ts/models/{model}/describe?attribute=info").get_json()
+    return info[0] if isinstance(info, list) else info
+
+
 def sql(client, query: str) -> dict:
     response = client.post("/api/sql/query", json={"query": query})
     assert response.status_code == 200, response.get_data(as_text=True)
@@ -135,8 +141,7 @@ def sales_model(client) -> dict:
 def test_training_records_the_clauses_and_describe_tells_the_evaluation(client, sales_model):
     assert sales_model["training_options"]["timeseries"] == {
         "order": "day", "group": ["store"], "window": 14, "horizon": 7}
-    info = client.get("/api/projects/ts/models/sales/describe?attribute=info").get_json()
-    info = info[0] if isinstance(info, list) else info
+    info = _info(client, "sales")
     series = info["timeseries"]
     assert (series["order_kind"], series["frequency"]) == ("date", "daily")
     assert series["seasonal_period"] == 7 and series["gaps_filled"] == 1
@@ -221,13 +226,17 @@ def test_bad_history_is_a_clear_422(client, sales_model):
     assert len(rows["data"]) == 7 and rows["data"][0][0] == "north"
 
 
-def test_integer_steps_on_sqlite_without_groups(client):
+@pytest.fixture(scope="module")
+def load_model(client) -> None:
+    """One series on integer steps, trained once for the module."""
     answer = sql(client, "CREATE MODEL ts.load FROM lite (SELECT step, value FROM load) "
                          "PREDICT value ORDER BY step HORIZON 12 "
                          "USING join_learn_process = true, time_budget_s = 10")
     assert answer["type"] == "table", answer
-    described = client.get("/api/projects/ts/models/load/describe?attribute=info").get_json()
-    described = described[0] if isinstance(described, list) else described
+
+
+def test_integer_steps_on_sqlite_without_groups(client, load_model):
+    described = _info(client, "load")
     assert described["timeseries"]["order_kind"] == "integer"
     assert described["timeseries"]["frequency"] == "integer steps of 2"
     rows = sql(client, "SELECT m.step, m.value FROM lite.load AS t JOIN ts.load AS m "
@@ -339,13 +348,8 @@ def test_a_history_equal_to_the_training_rows_forecasts_as_the_group_named_alone
         for r in named.get_json()]
 
 
-def test_describe_tells_how_the_interval_was_calibrated(client):
-    described = client.get("/api/projects/ts/models/load/describe?attribute=info")
-    if described.status_code == 404:
-        test_integer_steps_on_sqlite_without_groups(client)
-        described = client.get("/api/projects/ts/models/load/describe?attribute=info")
-    info = described.get_json()
-    info = info[0] if isinstance(info, list) else info
+def test_describe_tells_how_the_interval_was_calibrated(client, load_model):
+    info = _info(client, "load")
     evaluation = info["evaluation"]
     # One series: each cut-off also forecasts from the origins up to the next one, so
     # that the interval's quantiles rest on many out-of-sample errors.
@@ -362,8 +366,7 @@ def test_a_tight_budget_stops_candidates_within_their_cut_offs(client):
                          "sales) PREDICT amount ORDER BY day GROUP BY store HORIZON 7 "
                          "USING join_learn_process = true, time_budget_s = 1")
     assert answer["type"] == "table", answer
-    info = client.get("/api/projects/ts/models/hurried/describe?attribute=info").get_json()
-    info = info[0] if isinstance(info, list) else info
+    info = _info(client, "hurried")
     # ARIMA fits several orders per series: 3 series at 4 and more cut-offs cannot fit in
     # one second, and it is stopped where it was, saying so.
     assert "ARIMA" in info["stopped"], info["stopped"]
@@ -386,8 +389,7 @@ def promo_model(client) -> dict:
                          "WINDOW 14 HORIZON 1 USING join_learn_process = true, "
                          "time_budget_s = 20")
     assert answer["type"] == "table", answer
-    info = client.get("/api/projects/ts/models/promos/describe?attribute=info").get_json()
-    return info[0] if isinstance(info, list) else info
+    return _info(client, "promos")
 
 
 def test_exogenous_columns_feed_the_boosting_model(client, promo_model):
