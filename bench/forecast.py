@@ -201,10 +201,14 @@ def bench_predict_per_method(frame: pd.DataFrame) -> dict[str, float]:
     key = next(iter(model.history))
     tail = model.history[key][1]
     out = {}
-    for name, method in forecast.PER_SERIES.items():
-        fitted = method.fit(tail, model.period)
-        swapped = dataclasses.replace(model, method=name, params={key: {name: fitted}},
-                                      common={name: method.common([fitted])})
+    fitted = {name: method.fit(tail, model.period)
+              for name, method in forecast.PER_SERIES.items()}
+    every = f"{forecast.COMBINATION} ({', '.join(fitted)})"
+    for name in [*fitted, every]:
+        parts = forecast.method_parts(name)
+        swapped = dataclasses.replace(
+            model, method=name, params={key: {p: fitted[p] for p in parts}},
+            common={p: forecast.PER_SERIES[p].common([fitted[p]]) for p in parts})
         out[name] = _median_ms(swapped, history)
     if model.boosting is not None:
         out[forecast.BOOSTING] = _median_ms(model, history)

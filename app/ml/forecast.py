@@ -1117,7 +1117,7 @@ def _train(frame: pd.DataFrame, target: str, options: dict[str, Any],
             **{e.name: [lags + 1 + i] for i, e in enumerate(exogenous)}})
         boosting = Boosting(lags, m, len(exogenous)).fit(whole, budget)
     else:
-        names = _parts(best.method)
+        names = method_parts(best.method)
         if names:
             params = {s.key: {name: PER_SERIES[name].fit(s.y[-KEEP_POINTS:], m)
                               for name in names} for s in series}
@@ -1294,7 +1294,7 @@ def _rows(model: Forecaster, key: tuple, last: Any, y: np.ndarray, x: np.ndarray
         values = _naive(y, h, m)
     elif model.method == SEASONAL_NAIVE:
         values = _seasonal_naive(y, h, m)
-    elif _parts(model.method):
+    elif method_parts(model.method):
         values = _per_series(model, key, last, y)
     else:
         start = _start_of(model, last, len(y))
@@ -1323,7 +1323,7 @@ def _rows(model: Forecaster, key: tuple, last: Any, y: np.ndarray, x: np.ndarray
     return out
 
 
-def _parts(method: str) -> list[str]:
+def method_parts(method: str) -> list[str]:
     """The per-series methods a method name stands for (none: not a per-series method)."""
     if method in PER_SERIES:
         return [method]
@@ -1339,7 +1339,7 @@ def _per_series(model: Forecaster, key: tuple, last: Any, y: np.ndarray) -> np.n
     other history (or a group the training data does not hold, with the parameters common
     to the groups) starts from states estimated from its own first points."""
     h, m = model.horizon, model.period
-    names = _parts(model.method)
+    names = method_parts(model.method)
     if model.params is None:  # an artifact made before parameters were kept
         method = PER_SERIES[model.method]
         return method.forecast(y, h, m, method.fit(y, m), True)
