@@ -1,18 +1,21 @@
 """Forecasting models (issue 24): Quarry's forecast against the seasonal naive forecast and
-the best statsmodels model chosen in hindsight, on public series shipped inside installed
-packages (``statsmodels.datasets``, no network) and on 1 000 synthetic series.
+the best statsmodels model chosen in hindsight (statsforecast is not installed: its release
+would replace pandas 3 with pandas 2 here; statsmodels' ETS, Theta and ARIMA with a wider
+order grid stand for its AutoETS, AutoTheta and AutoARIMA), on public series shipped inside
+installed packages (``statsmodels.datasets``, no network) and on 1 000 synthetic series.
 
 For each public series, at 3 final origins (the last 3·h points, h apart), Quarry
 (``app.ml.forecast.train``: the code the service runs, with its rolling-origin choice) is
 trained on the points before the origin and forecasts the next h; so do the seasonal naive
-forecast and, fitted on the same points, statsmodels' ETS (Holt-Winters, damped trend) and
-Theta. Reported per series: the mean MASE of each over the origins (scaled by the training
-points' seasonal naive error), Quarry / seasonal naive and Quarry / the best of the others
+forecast and, fitted on the same points, statsmodels' ETS (Holt-Winters, damped trend),
+Theta and ARIMA (orders by AIC over p, q ≤ 2, d ≤ 1, with or without a seasonal (0,1,1)).
+Reported per series: the mean MASE of each over the origins (scaled by the training points'
+seasonal naive error), Quarry / seasonal naive and Quarry / the best of the others
 in hindsight, and the coverage of Quarry's 90 % interval on the held-out points.
 
 Then on 1 000 synthetic daily series × 200 points (weekly season, trend, noise): training
 time and the MASE ratio; and the time of one forecast of one series (h = 12) from its
-history, median of 50.
+history, median of 50; then the same time for each method (median of 30).
 
     .venv/bin/python bench/forecast.py [--series 1000] [--budget SECONDS]
 """
@@ -84,7 +87,30 @@ def _others(y: np.ndarray, h: int, m: int) -> dict[str, np.ndarray]:
             initialization_method="estimated").fit().forecast(h))
         out["Theta"] = np.asarray(ThetaModel(y, period=m if m > 1 else None,
                                              deseasonalize=m > 1).fit().forecast(h))
+        out["ARIMA"] = _auto_arima(y, h, m)
     return out
+
+
+def _auto_arima(y: np.ndarray, h: int, m: int) -> np.ndarray:
+    """statsmodels' ARIMA, the orders of a small grid (p, q ≤ 2, d ≤ 1, a seasonal (0,1,1)
+    or none) chosen by AIC: a wider search than Quarry's candidate, as a hindsight bar."""
+    from statsmodels.tsa.arima.model import ARIMA
+
+    best = None
+    specs = [((p, d, q), (0, 0, 0, 0)) for p in range(3) for d in (0, 1) for q in range(3)]
+    if m > 1 and len(y) >= 3 * m + 2:
+        specs += [(order, (0, 1, 1, m)) for order in ((0, 0, 1), (1, 0, 1), (0, 1, 1),
+                                                     (1, 1, 1))]
+    for order, season in specs:
+        trend = "t" if order[1] + season[1] == 1 else ("c" if order[1] + season[1] == 0
+                                                       else "n")
+        try:
+            fit = ARIMA(y[-300:], order=order, seasonal_order=season, trend=trend).fit()
+        except (ValueError, np.linalg.LinAlgError):
+            continue
+        if best is None or fit.aic < best[0]:
+            best = (fit.aic, fit)
+    return np.asarray(best[1].forecast(h))
 
 
 def bench_public(budget: float) -> list[dict]:
@@ -148,23 +174,55 @@ def bench_synthetic(count: int, budget: float | None) -> dict:
         time_budget_s=budget)
     train_s = time.perf_counter() - started
     model = prediction.load_model(artifact)
-    history = frame[frame.g == "s3"].to_dict("records")
-    prediction.predict(model, history)  # first call: imports
-    times = []
-    for _ in range(50):
-        started = time.perf_counter()
-        prediction.predict(model, history)
-        times.append(time.perf_counter() - started)
+    forecast_ms = _median_ms(model, frame[frame.g == "s3"].to_dict("records"), 50)
     info = description["info"]
     result = {"series": count, "points": 200, "train_s": round(train_s, 1),
               "chosen": info["model"], "mase": info["accuracies"]["mase"],
               "seasonal_naive_mase": info["accuracies"]["seasonal_naive"]["mase"],
               "skill": skill, "coverage_90_cv": info["accuracies"]["interval_coverage"],
-              "forecast_ms_median": round(1000 * float(np.median(times)), 1),
+              "forecast_ms_median": forecast_ms,
               "candidates": [(r["name"], r["performance"], r["stopped"])
                              for r in description["model"]]}
     print(json.dumps(result), flush=True)
     return result
+
+
+def bench_predict_per_method(frame: pd.DataFrame) -> dict[str, float]:
+    """The time of one forecast (h = 12) of one series from its history, for each method:
+    the model trained on one synthetic series, then its method swapped for each of the
+    others with their parameters fitted on the same points (what training keeps)."""
+    import dataclasses
+
+    one = frame[frame.g == "s3"].reset_index(drop=True)
+    artifact, _, _ = forecast.train(one, "y", {"order": "t", "group": ["g"], "window": 28,
+                                               "horizon": 12}, time_budget_s=30)
+    model = prediction.load_model(artifact)
+    history = one.to_dict("records")
+    key = next(iter(model.history))
+    tail = model.history[key][1]
+    out = {}
+    fitted = {name: method.fit(tail, model.period)
+              for name, method in forecast.PER_SERIES.items()}
+    every = f"{forecast.COMBINATION} ({', '.join(fitted)})"
+    for name in [*fitted, every]:
+        parts = forecast.method_parts(name)
+        swapped = dataclasses.replace(
+            model, method=name, params={key: {p: fitted[p] for p in parts}},
+            common={p: forecast.PER_SERIES[p].common([fitted[p]]) for p in parts})
+        out[name] = _median_ms(swapped, history)
+    if model.boosting is not None:
+        out[forecast.BOOSTING] = _median_ms(model, history)
+    return out
+
+
+def _median_ms(model: object, history: list[dict], runs: int = 30) -> float:
+    prediction.predict(model, history)  # first call: imports
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        prediction.predict(model, history)
+        times.append(time.perf_counter() - started)
+    return round(1000 * float(np.median(times)), 1)
 
 
 def main() -> None:
@@ -174,18 +232,23 @@ def main() -> None:
     args = parser.parse_args()
     rows = bench_public(args.budget or 20.0)
     synth = bench_synthetic(args.series, args.budget)
+    per_method = bench_predict_per_method(synthetic(4, 200))
+    print(json.dumps({"forecast_ms_median_per_method": per_method}), flush=True)
     print()
-    print(f"{'series':<20} {'Quarry':>7} {'SNaive':>7} {'ETS':>7} {'Theta':>7} "
+    print(f"{'series':<20} {'Quarry':>7} {'SNaive':>7} {'ETS':>7} {'Theta':>7} {'ARIMA':>7} "
           f"{'/SNaive':>8} {'/best':>6} {'cover':>6}  chosen")
     for r in rows:
         m = r["mase"]
         print(f"{r['series']:<20} {m['Quarry']:>7} {m['SeasonalNaive']:>7} {m['ETS']:>7} "
-              f"{m['Theta']:>7} {r['vs_seasonal_naive']:>8} {r['vs_hindsight_best']:>6} "
-              f"{r['coverage_90']:>6}  {', '.join(r['chosen'])}")
+              f"{m['Theta']:>7} {m['ARIMA']:>7} {r['vs_seasonal_naive']:>8} "
+              f"{r['vs_hindsight_best']:>6} {r['coverage_90']:>6}  {', '.join(r['chosen'])}")
     print(f"\n{synth['series']} series x 200: training {synth['train_s']} s, chose "
           f"{synth['chosen']}, CV MASE {synth['mase']} vs seasonal naive "
           f"{synth['seasonal_naive_mase']}; one forecast (h=12) "
           f"{synth['forecast_ms_median']} ms median")
+    print("one forecast (h=12) per method, ms median: "
+          + ", ".join(f"{k} {v}" for k, v in per_method.items()))
+    print(f"load average at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

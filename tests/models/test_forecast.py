@@ -34,6 +34,15 @@ def _sales(store: int, day: int) -> float:
                  + 2 * math.sin(day * 1.7 + store), 3)
 
 
+def _promo(store: int, day: int) -> bool:
+    return day % 7 == (3 + 2 * store) % 7 or day % 11 == store
+
+
+def _promoted(store: int, day: int) -> float:
+    return round(100 + 10 * store + 0.1 * day + (40 if day and _promo(store, day - 1) else 0)
+                 + 3 * math.sin(day * 1.3 + store), 3)
+
+
 def _pg(database: str) -> psycopg.Connection:
     url = PG_ADMIN_URL.replace("postgresql+psycopg://", "postgresql://")
     return psycopg.connect(url.rsplit("/", 1)[0] + "/" + database, autocommit=True)
@@ -58,6 +67,15 @@ def pg_url() -> Iterator[str]:
             cur.executemany("INSERT INTO later VALUES (%s, %s, %s)", [
                 (name, START + dt.timedelta(days=d), _sales(i, d))
                 for i, name in enumerate(STORES) for d in range(DAYS, DAYS + 7)])
+        # The day after a promotion sells 40 more: only a model that reads the promo column
+        # (an exogenous input) can tell. Promotions on days 3, 10, 17, … and 5, 12, …
+        conn.execute("CREATE TABLE promos (store text, day date, amount float8, promo "
+                     "integer, region text)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO promos VALUES (%s, %s, %s, %s, %s)", [
+                (name, START + dt.timedelta(days=d), _promoted(i, d), int(_promo(i, d)),
+                 "coast" if i % 2 else "inland")
+                for i, name in enumerate(STORES) for d in range(DAYS)])
         conn.execute("CREATE TABLE twice (store text, day date, amount float8)")
         conn.execute("INSERT INTO twice SELECT store, day, amount FROM sales "
                      "UNION ALL SELECT store, day, amount FROM sales WHERE day = '2024-02-01'")
@@ -96,6 +114,12 @@ def client(ts_app):
     return client
 
 
+def _info(client, model: str) -> dict:
+    """describe's info of a model of project ts."""
+    info = client.get(f"/api/projects/ts/models/{model}/describe?attribute=info").get_json()
+    return info[0] if isinstance(info, list) else info
+
+
 def sql(client, query: str) -> dict:
     response = client.post("/api/sql/query", json={"query": query})
     assert response.status_code == 200, response.get_data(as_text=True)
@@ -117,8 +141,7 @@ def sales_model(client) -> dict:
 def test_training_records_the_clauses_and_describe_tells_the_evaluation(client, sales_model):
     assert sales_model["training_options"]["timeseries"] == {
         "order": "day", "group": ["store"], "window": 14, "horizon": 7}
-    info = client.get("/api/projects/ts/models/sales/describe?attribute=info").get_json()
-    info = info[0] if isinstance(info, list) else info
+    info = _info(client, "sales")
     series = info["timeseries"]
     assert (series["order_kind"], series["frequency"]) == ("date", "daily")
     assert series["seasonal_period"] == 7 and series["gaps_filled"] == 1
@@ -203,13 +226,17 @@ def test_bad_history_is_a_clear_422(client, sales_model):
     assert len(rows["data"]) == 7 and rows["data"][0][0] == "north"
 
 
-def test_integer_steps_on_sqlite_without_groups(client):
+@pytest.fixture(scope="module")
+def load_model(client) -> None:
+    """One series on integer steps, trained once for the module."""
     answer = sql(client, "CREATE MODEL ts.load FROM lite (SELECT step, value FROM load) "
                          "PREDICT value ORDER BY step HORIZON 12 "
                          "USING join_learn_process = true, time_budget_s = 10")
     assert answer["type"] == "table", answer
-    described = client.get("/api/projects/ts/models/load/describe?attribute=info").get_json()
-    described = described[0] if isinstance(described, list) else described
+
+
+def test_integer_steps_on_sqlite_without_groups(client, load_model):
+    described = _info(client, "load")
     assert described["timeseries"]["order_kind"] == "integer"
     assert described["timeseries"]["frequency"] == "integer steps of 2"
     rows = sql(client, "SELECT m.step, m.value FROM lite.load AS t JOIN ts.load AS m "
@@ -303,3 +330,99 @@ def test_select_from_the_model_with_a_group_forecasts_it_from_training(client, s
     assert len(answer["data"]) == 7 and {r[0] for r in answer["data"]} == {"east"}
     assert str(answer["data"][0][1]).startswith(
         (START + dt.timedelta(days=DAYS)).isoformat())
+
+
+def test_a_history_equal_to_the_training_rows_forecasts_as_the_group_named_alone(
+        client, sales_model):
+    """The forecast runs from kept parameters and states, fitting nothing: a history that
+    repeats a group's training rows gives the forecast the group's name alone gives."""
+    history = [{"store": "north", "day": (START + dt.timedelta(days=d)).isoformat(),
+                "amount": _sales(0, d)} for d in range(DAYS)]
+    given = client.post("/api/projects/ts/models/sales/predict", json={"data": history})
+    named = client.post("/api/projects/ts/models/sales/predict",
+                        json={"data": [{"store": "north"}]})
+    assert given.status_code == named.status_code == 200, given.get_json()
+    assert [(r["day"], round(r["amount"], 6), round(r["amount_upper"], 6))
+            for r in given.get_json()] == [
+        (r["day"], round(r["amount"], 6), round(r["amount_upper"], 6))
+        for r in named.get_json()]
+
+
+def test_describe_tells_how_the_interval_was_calibrated(client, load_model):
+    info = _info(client, "load")
+    evaluation = info["evaluation"]
+    # One series: each cut-off also forecasts from the origins up to the next one, so
+    # that the interval's quantiles rest on many out-of-sample errors.
+    assert max(evaluation["origins_per_cutoff"]) > 1
+    assert 0.9 <= evaluation["interval_quantile_level"] <= 0.99
+    assert 0 <= info["accuracies"]["interval_coverage"] <= 1
+    tried = {r["name"] for r in client.get(
+        "/api/projects/ts/models/load/describe?attribute=model").get_json()}
+    assert {"Naive", "SeasonalNaive", "Theta", "ETS", "ARIMA"} <= tried
+
+
+def test_a_tight_budget_stops_candidates_within_their_cut_offs(client):
+    answer = sql(client, "CREATE MODEL ts.hurried FROM pg (SELECT store, day, amount FROM "
+                         "sales) PREDICT amount ORDER BY day GROUP BY store HORIZON 7 "
+                         "USING join_learn_process = true, time_budget_s = 1")
+    assert answer["type"] == "table", answer
+    info = _info(client, "hurried")
+    # ARIMA fits several orders per series: 3 series at 4 and more cut-offs cannot fit in
+    # one second, and it is stopped where it was, saying so.
+    assert "ARIMA" in info["stopped"], info["stopped"]
+    assert info["stopped"]["ARIMA"].startswith("stopped at ")
+    assert "time budget" in info["stopped"]["ARIMA"]
+    assert info["model"] not in info["stopped"]
+    tried = {r["name"]: r for r in client.get(
+        "/api/projects/ts/models/hurried/describe?attribute=model").get_json()}
+    assert tried["ARIMA"]["stopped"] == info["stopped"]["ARIMA"]
+    assert tried["ARIMA"]["performance"] is None
+    rows = client.post("/api/projects/ts/models/hurried/predict",
+                       json={"data": [{"store": "south"}]}).get_json()
+    assert len(rows) == 7
+
+
+@pytest.fixture(scope="module")
+def promo_model(client) -> dict:
+    answer = sql(client, "CREATE MODEL ts.promos FROM pg (SELECT store, day, amount, promo, "
+                         "region FROM promos) PREDICT amount ORDER BY day GROUP BY store "
+                         "WINDOW 14 HORIZON 1 USING join_learn_process = true, "
+                         "time_budget_s = 20")
+    assert answer["type"] == "table", answer
+    return _info(client, "promos")
+
+
+def test_exogenous_columns_feed_the_boosting_model(client, promo_model):
+    info = promo_model
+    assert info["model"] == "Lag features --> HistGradientBoosting", info["accuracies"]
+    assert info["exogenous"]["used"] == ["promo", "region"]
+    assert {"promo", "region"} <= set(info["inputs"])
+    assert info["column_importances"]["promo"] > info["column_importances"]["region"]
+    features = {f["column"]: f for f in client.get(
+        "/api/projects/ts/models/promos/describe?attribute=features").get_json()}
+    assert features["promo"]["role"] == "exogenous"
+    assert features["region"]["type"] == "categorical"
+    assert features["region"]["values"] == ["coast", "inland"]
+    # The day after a promotion sells about 40 more: the history's last row says whether
+    # there was one.
+    def history(promo_last: int) -> list[dict]:
+        return [{"store": "north", "day": (START + dt.timedelta(days=d)).isoformat(),
+                 "amount": _promoted(0, d), "region": "inland",
+                 "promo": promo_last if d == DAYS - 1 else int(_promo(0, d))}
+                for d in range(DAYS)]
+    with_promo = client.post("/api/projects/ts/models/promos/predict",
+                             json={"data": history(1)}).get_json()
+    without = client.post("/api/projects/ts/models/promos/predict",
+                          json={"data": history(0)}).get_json()
+    assert with_promo[0]["amount"] - without[0]["amount"] > 20, (with_promo[0], without[0])
+    # Through SQL with LATEST: the table's rows carry the columns.
+    rows = sql(client, "SELECT m.store, m.amount FROM pg.promos AS t JOIN ts.promos AS m "
+                       "WHERE t.day > LATEST AND t.store = 'north'")["data"]
+    assert len(rows) == 1 and rows[0][0] == "north"
+
+
+def test_an_exogenous_number_column_holding_text_is_a_422(client, promo_model):
+    history = [{"store": "north", "day": (START + dt.timedelta(days=d)).isoformat(),
+                "amount": 1.0, "promo": "often" if d == 5 else 0} for d in range(20)]
+    assert_problem(client.post("/api/projects/ts/models/promos/predict",
+                               json={"data": history}), 422, "'promo' holds 'often'")
