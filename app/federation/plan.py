@@ -61,6 +61,7 @@ class Leg:
     kinds: dict[str, str | None] = field(default_factory=dict)
     shape: str = ""                  # ``sql`` with every literal a '?': its size's key
     dynamic: list[str] = field(default_factory=list)  # filters added at run time
+    state: str = "waiting"           # then "running", "done"
 
     @property
     def name(self) -> str:

@@ -189,12 +189,14 @@ class _Run:
                     if any(link.source.name in failed for link in links):
                         raise child.error(self.timeout)  # the source's failure answers
                     sql = dynamic.filtered_sql(leg, links, self.session, most)
+                leg.state = "running"
                 # Legs are read as for an Arrow answer: PostgreSQL then sends record
                 # batches through ADBC (sql/native.py) when it can, the fastest way in.
                 rows = leg_runner.load(registry, child, deadline, leg, self.session,
                                        self.limits.max_leg_rows, sql)
                 if sql is None:
                     engine.sizes.put(leg.shape, rows)
+                leg.state = "done"
                 return rows
             except BaseException:
                 failed.add(leg.name)
