@@ -4,8 +4,8 @@
 joins, WHERE conjuncts, the NULL side of an outer join). Which leg waits for which is
 decided by their sizes: the rows each leg sent the last time the same query (literals
 aside) ran in this process (``Sizes``). A leg smaller than the other, and of at most
-FEDERATION_DYNAMIC_KEYS rows or a tenth of the other's, is read first; once its rows are in
-the engine, the other leg's query gets one more condition:
+FEDERATION_DYNAMIC_KEYS rows (or distinct keys) or a tenth of the other's rows, is read
+first; once its rows are in the engine, the other leg's query gets one more condition:
 
 - ``column IN (v1, v2, …)`` with the small leg's distinct non-NULL keys, when there are at
   most FEDERATION_DYNAMIC_KEYS of them (each value a literal written by sqlglot in the
@@ -37,10 +37,11 @@ SMALLER = 10
 
 def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Link]]:
     """Per target leg (its name), the links whose source leg it waits for: a source known
-    to be smaller than the target (whose size may be unknown) and either small (at most
-    ``max_keys`` rows: its keys fit an IN list) or a tenth of the target or less (waiting
-    for it costs little beside the target). Sizes order the legs strictly (ties by leg
-    number), so no two legs wait for each other."""
+    to be smaller than the target (whose size may be unknown) whose keys fit an IN list
+    (at most ``max_keys`` rows, or distinct keys when they were counted) or that has a
+    tenth of the target's rows or less (waiting for it costs little beside the target).
+    Sizes order the legs strictly (ties by leg number), so no two legs wait for each
+    other."""
     if max_keys <= 0:
         return {}
     chosen: dict[str, list[Link]] = {}
@@ -51,10 +52,28 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
         large = math.inf if large is None else large
         if (small, link.source.index) >= (large, link.target.index):
             continue
-        if small > max_keys and small * SMALLER > large:
+        keys = sizes.get(_keys_shape(link))
+        if small > max_keys and (keys is None or keys > max_keys) and small * SMALLER > large:
             continue
         chosen.setdefault(link.target.name, []).append(link)
     return chosen
+
+
+def learn(leg: Leg, rows: int, links: list[Link], session: Session, sizes: Sizes,
+          max_keys: int) -> None:
+    """Remember the rows of a leg read whole, and, when it might give its keys to a larger
+    leg, how many distinct keys it has (a leg of many rows may have few: orders of one
+    quarter, a few of each customer)."""
+    sizes.put(leg.shape, rows)
+    if rows > max_keys * SMALLER:  # counting them would cost more than it may save
+        return
+    for link in links:
+        if link.source is leg and rows > max_keys:
+            sizes.put(_keys_shape(link), session.distinct(leg.name, link.source_column))
+
+
+def _keys_shape(link: Link) -> str:
+    return f"{link.source.shape}#{link.source_column}"
 
 
 def order(legs: list[Leg], waits: dict[str, list[Link]]) -> list[Leg]:

@@ -198,6 +198,13 @@ class Session:
                                           f'FROM "{table}"').fetchone()
             return kind, None, low, high
 
+    def distinct(self, table: str, column: str) -> int:
+        """How many distinct non-NULL values ``column`` of leg table ``table`` holds."""
+        quoted = '"' + column.replace('"', '""') + '"'
+        with self._lock, _engine_errors():
+            return self.conn.execute(f'SELECT count(DISTINCT {quoted}) FROM "{table}"'
+                                     ).fetchone()[0]
+
     def attach(self, table: str, dataset: Any, release: Any) -> None:
         """Make ``table`` a view of an Arrow dataset (a file leg, ``federation/files.py``):
         scanned in place, never copied; ``release`` runs when the statement ends."""

@@ -195,7 +195,8 @@ class _Run:
                 rows = leg_runner.load(registry, child, deadline, leg, self.session,
                                        self.limits.max_leg_rows, sql)
                 if sql is None:
-                    engine.sizes.put(leg.shape, rows)
+                    dynamic.learn(leg, rows, self.plan.links, self.session, engine.sizes,
+                                  most)
                 leg.state = "done"
                 return rows
             except BaseException:

@@ -21,7 +21,7 @@ from app.sql.running import Statement
 from app.sql.sources import current_sources
 
 from .conftest import ONE_DB, SPLIT_DB, _mysql, _pg
-from .test_federation import _both
+from .test_federation import SINGLE, SPLIT, _both
 
 # Text keys that a pasted value would break: quotes, a backslash (MariaDB's escape), a
 # comment, Unicode beyond the BMP.
@@ -70,11 +70,11 @@ def _run(fed_app, sql: str) -> tuple[list, list[list[str]]]:
         return rows, [leg.dynamic for leg in statement.legs]
 
 
-def _same(fed_app, fquery, template: str, **single) -> list[list[str]]:
+def _same(fed_app, fquery, template: str) -> list[list[str]]:
     """Runs the statement twice (learning, then filtered), each time compared with the one
-    database; the filters of the second run."""
-    split, one = _both(template)
-    one = one.format(**single) if single else one
+    database; the filters of the second run ({M}: the table ``many``)."""
+    split = template.format(**SPLIT, M="maria.many")
+    one = template.format(**SINGLE, M="one.many")
     want = fquery(one)
     assert want["type"] == "table", want
     for _ in range(2):
@@ -151,3 +151,23 @@ def test_over_the_key_limit_integers_go_as_a_range_and_text_not_at_all(
     monkeypatch.setitem(fed_app.config, "FEDERATION_DYNAMIC_KEYS", 0)  # off
     steps = fquery("EXPLAIN " + split)["data"]
     assert "filtered" not in steps[0][0]
+
+
+@pytest.fixture(scope="module")
+def many(fed_sources):
+    """maria.many and one.many: 200 rows, k = 0..19 ten times each."""
+    rows = [(i, i % 20) for i in range(200)]
+    with contextlib.closing(_mysql(SPLIT_DB)) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE many (id INT, k INT)")
+        cur.executemany("INSERT INTO many VALUES (%s, %s)", rows)
+    with _pg(ONE_DB) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE many (id integer, k integer)")
+        cur.executemany("INSERT INTO many VALUES (%s, %s)", rows)
+
+
+def test_a_leg_of_many_rows_but_few_keys_gives_them(fed_app, fquery, many, monkeypatch):
+    # orders: 60 rows (more than the limit of 10) but 8 distinct customer ids.
+    monkeypatch.setitem(fed_app.config, "FEDERATION_DYNAMIC_KEYS", 10)
+    filters = _same(fed_app, fquery, "SELECT o.id, m.id FROM {O} o JOIN {M} m "
+                                     "ON m.k = o.customer_id")
+    assert filters == [[], ["`m`.`k` IN 8 keys of leg_0"]], filters
