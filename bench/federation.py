@@ -16,7 +16,8 @@ Then, with one gunicorn worker (so its memory is the statements'), it prints:
 - the rows a leg with a 0.1 %-selective filter on lineitem fetches, against the table's rows
   (the leg's SQL from EXPLAIN, counted in PostgreSQL);
 - the worker's RSS growth during Q5 split (sampled every 50 ms) against FEDERATION_MEMORY;
-- cancel: from DELETE /api/sql/queries/<id> to the leg gone from pg_stat_activity.
+- cancel: from DELETE /api/sql/queries/<id> to the leg gone from pg_stat_activity;
+- the dynamic filters EXPLAIN shows for each split query.
 
 ``--big-join N`` measures instead a join of two legs of N rows each (two PostgreSQL
 databases, a view over generate_series in each) under ``--memory``: the worker's RSS growth
@@ -265,6 +266,14 @@ def queries(url: str, off_url: str, repeat: int) -> None:
         agree = same(one["data"], fed["data"]) and same(one["data"], unfiltered["data"])
         print(f"{name:<6}{a:>10.3f}{b:>10.3f}{b / a:>14.2f}{c:>11.3f}{c / a:>16.2f}  "
               f"{agree}", flush=True)
+    print("\ndynamic filters (EXPLAIN, once the legs' sizes are known):")
+    for name in QUERIES:
+        if len({PLACES[t] for t in DDL if "{" + t + "}" in QUERIES[name]}) == 1:
+            continue  # one source: its own EXPLAIN
+        steps = post(url, "EXPLAIN " + statement(name, True))["data"]
+        shown = [f"{step[1]}: {step[0].split('; ', 1)[1]}" for step in steps
+                 if "; " in step[0]]
+        print(f"  {name}: " + ("; ".join(shown) if shown else "none"))
 
 
 def selective_leg(url: str) -> None:
