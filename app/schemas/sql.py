@@ -80,8 +80,8 @@ class RunningLegOut(Schema):
     source = fields.String(metadata={"description": "the data source the leg reads"})
     sql = fields.String(metadata={"description": "the query sent to it (without the keys "
                                                  "of a dynamic filter)"})
-    state = fields.String(metadata={"description": "waiting (for the legs whose keys filter "
-                                                   "it), running or done"})
+    state = fields.String(metadata={"description": "waiting (its turn, or the keys of a "
+                                                   "smaller leg), running or done"})
     rows = fields.Integer(metadata={"description": "rows it has delivered so far"})
     filters = fields.List(fields.String(), metadata={
         "description": "dynamic filters added at run time (key IN the keys of another leg)"})
