@@ -22,7 +22,6 @@ are all read at once, as without dynamic filters.
 
 from __future__ import annotations
 
-import math
 import secrets
 
 from sqlglot import exp
@@ -34,10 +33,12 @@ from .plan import Leg, Link, leg_sql, source_column
 # A leg with more rows than FEDERATION_DYNAMIC_KEYS still gives its keys (as a range) to a
 # leg this many times its size.
 SMALLER = 10
+# Filters that keep this share of a leg's rows or more are not worth waiting for.
+USELESS = 0.8
 
 def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Link]]:
     """Per target leg (its name), the links whose source leg it waits for: a source known
-    to be smaller than the target (whose size may be unknown) whose keys fit an IN list
+    to be smaller than the target whose keys fit an IN list
     (at most ``max_keys`` rows, or distinct keys when they were counted) or that has a
     tenth of the target's rows or less (waiting for it costs little beside the target).
     Sizes order the legs strictly (ties by leg number), so no two legs wait for each
@@ -47,10 +48,10 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
     chosen: dict[str, list[Link]] = {}
     for link in links:
         small, large = sizes.get(link.source.shape), sizes.get(link.target.shape)
-        if small is None:
+        if small is None or large is None:  # both read whole once first: both known
             continue
-        large = math.inf if large is None else large
-        if (small, link.source.index) >= (large, link.target.index):
+        if (small, link.source.index) >= (large, link.target.index) or \
+                sizes.get(_useless_shape(link)):
             continue
         keys = sizes.get(_keys_shape(link))
         if small > max_keys and (keys is None or keys > max_keys) and small * SMALLER > large:
@@ -72,8 +73,22 @@ def learn(leg: Leg, rows: int, links: list[Link], session: Session, sizes: Sizes
             sizes.put(_keys_shape(link), session.distinct(leg.name, link.source_column))
 
 
+def judge(leg: Leg, links: list[Link], rows: int, sizes: Sizes) -> None:
+    """After a leg was read with the filters of ``links``: when they kept most of its rows
+    (TPC-H Q5's customers of Asia cut to the nations of all suppliers), the leg need not
+    wait for those legs again; it is read at once, beside them."""
+    whole = sizes.get(leg.shape)
+    if whole and rows >= whole * USELESS:
+        for link in links:
+            sizes.put(_useless_shape(link), 1)
+
+
 def _keys_shape(link: Link) -> str:
     return f"{link.source.shape}#{link.source_column}"
+
+
+def _useless_shape(link: Link) -> str:
+    return f"{link.target.shape}#{link.target_column}<{_keys_shape(link)}"
 
 
 def order(legs: list[Leg], waits: dict[str, list[Link]]) -> list[Leg]:

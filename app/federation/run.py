@@ -197,6 +197,8 @@ class _Run:
                 if sql is None:
                     dynamic.learn(leg, rows, self.plan.links, self.session, engine.sizes,
                                   most)
+                else:
+                    dynamic.judge(leg, links, rows, engine.sizes)
                 leg.state = "done"
                 return rows
             except BaseException:
