@@ -17,7 +17,8 @@ Keys are compared only with a column of the same kind (integers with integers, t
 text) of a source that declares its types (PostgreSQL, MariaDB/MySQL); a source that
 compares more loosely (MariaDB ignores case and trailing spaces) only sends a few more rows,
 and the engine joins them as before. The first run of a query has no sizes yet: its legs
-are all read at once, as without dynamic filters.
+are all read at once, as without dynamic filters. A filter that kept most of its leg's rows
+is not waited for again.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .plan import Leg, Link, leg_sql, source_column
 SMALLER = 10
 # Filters that keep this share of a leg's rows or more are not worth waiting for.
 USELESS = 0.8
+
 
 def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Link]]:
     """Per target leg (its name), the links whose source leg it waits for: a source known
