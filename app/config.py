@@ -104,6 +104,9 @@ SETTINGS: list[Setting] = [
     Setting("FEDERATION_MAX_LEG_ROWS", 50_000_000, int,
             "Most rows one data source may send to a statement over several data sources; "
             "beyond it the statement fails (never a silently cut input)"),
+    Setting("FEDERATION_DYNAMIC_KEYS", 50_000, int,
+            "Most distinct join keys of a small leg sent to a larger leg's data source as "
+            "a dynamic filter (key IN (…)); beyond them integer keys go as a range; 0: off"),
     Setting("FEDERATION_THREADS", 2, int,
             "Threads of the federation engine (DuckDB) per process"),
     Setting("FILES_DIR", None, str,

@@ -9,13 +9,15 @@ database (source ``one``), and split — lineitem and orders in PostgreSQL (``pg
 nation and region in MariaDB (``maria``), part, partsupp and supplier in SQLite (``lite``).
 Then, with one gunicorn worker (so its memory is the statements'), it prints:
 
-- Q3, Q5, Q10, Q12 and Q14: median seconds of ``--repeat`` runs over one database and split,
-  run alternately, and split / single (Q12 reads only lineitem and orders: one source, so it
+- Q3, Q5, Q10, Q12 and Q14: median seconds of ``--repeat`` runs over one database, split,
+  and split on a second server with dynamic filters off (FEDERATION_DYNAMIC_KEYS=0), run in
+  turn, and each split time / single (Q12 reads only lineitem and orders: one source, so it
   takes the single-source path both ways);
 - the rows a leg with a 0.1 %-selective filter on lineitem fetches, against the table's rows
   (the leg's SQL from EXPLAIN, counted in PostgreSQL);
 - the worker's RSS growth during Q5 split (sampled every 50 ms) against FEDERATION_MEMORY;
-- cancel: from DELETE /api/sql/queries/<id> to the leg gone from pg_stat_activity.
+- cancel: from DELETE /api/sql/queries/<id> to the leg gone from pg_stat_activity;
+- the dynamic filters EXPLAIN shows for each split query.
 
 ``--big-join N`` measures instead a join of two legs of N rows each (two PostgreSQL
 databases, a view over generate_series in each) under ``--memory``: the worker's RSS growth
@@ -241,20 +243,37 @@ def same(a: list, b: list) -> bool:
     return norm(a) == norm(b)
 
 
-def queries(url: str, repeat: int) -> None:
-    print(f"{'query':<6}{'single s':>10}{'split s':>10}{'split/single':>14}  same answer")
+def queries(url: str, off_url: str, repeat: int) -> None:
+    """Single, split, and split on a second server whose dynamic filters are off
+    (FEDERATION_DYNAMIC_KEYS=0), run in turn."""
+    print(f"{'query':<6}{'single s':>10}{'split s':>10}{'split/single':>14}"
+          f"{'no dyn. s':>11}{'no dyn./single':>16}  same answer")
     for name in QUERIES:
         single_sql, split_sql = statement(name, False), statement(name, True)
-        timed(url, single_sql), timed(url, split_sql)  # warm both (pools, caches, DuckDB)
-        singles, splits = [], []
+        # Warm all three (pools, caches, DuckDB); the first split run also learns the
+        # legs' sizes, which order the dynamic filters of the next ones.
+        timed(url, single_sql), timed(url, split_sql), timed(off_url, split_sql)
+        singles, splits, offs = [], [], []
         for _ in range(repeat):
             t1, one = timed(url, single_sql)
             t2, fed = timed(url, split_sql)
+            t3, unfiltered = timed(off_url, split_sql)
             singles.append(t1)
             splits.append(t2)
-        a, b = statistics.median(singles), statistics.median(splits)
-        print(f"{name:<6}{a:>10.3f}{b:>10.3f}{b / a:>14.2f}  {same(one['data'], fed['data'])}",
-              flush=True)
+            offs.append(t3)
+        a, b, c = (statistics.median(singles), statistics.median(splits),
+                   statistics.median(offs))
+        agree = same(one["data"], fed["data"]) and same(one["data"], unfiltered["data"])
+        print(f"{name:<6}{a:>10.3f}{b:>10.3f}{b / a:>14.2f}{c:>11.3f}{c / a:>16.2f}  "
+              f"{agree}", flush=True)
+    print("\ndynamic filters (EXPLAIN, once the legs' sizes are known):")
+    for name in QUERIES:
+        if len({PLACES[t] for t in DDL if "{" + t + "}" in QUERIES[name]}) == 1:
+            continue  # one source: its own EXPLAIN
+        steps = post(url, "EXPLAIN " + statement(name, True))["data"]
+        shown = [f"{step[1]}: {step[0].split('; ', 1)[1]}" for step in steps
+                 if "; " in step[0]]
+        print(f"  {name}: " + ("; ".join(shown) if shown else "none"))
 
 
 def selective_leg(url: str) -> None:
@@ -407,9 +426,11 @@ def main() -> None:
                              QUARRY_SQL_TIMEOUT_S="600", QUARRY_SQL_MAX_ROWS="1000000",
                              QUARRY_FEDERATION_MEMORY=str(MEMORY))
             migrate(env)
-            with serving(env, folder) as server:
+            off_env = {**env, "QUARRY_FEDERATION_DYNAMIC_KEYS": "0"}
+            with serving(env, folder) as server, \
+                    serving(off_env, folder, name="gunicorn-off") as off:
                 worker = server.worker_pids()[0]
-                queries(server.url, args.repeat)
+                queries(server.url, off.url, args.repeat)
                 selective_leg(server.url)
                 memory(server.url, worker)
                 cancel(server.url)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,6 +48,30 @@ def _engine_errors() -> Iterator[None]:
         raise EngineError(exc) from None
 
 
+class Sizes:
+    """The rows each leg query (its shape: literals aside) sent when last read whole, for
+    ordering dynamic filters (``dynamic.py``); the most recent ``kept`` shapes."""
+
+    def __init__(self, kept: int = 4096) -> None:
+        self._rows: OrderedDict[str, int] = OrderedDict()
+        self._kept = kept
+        self._lock = threading.Lock()
+
+    def get(self, shape: str) -> int | None:
+        with self._lock:
+            rows = self._rows.get(shape)
+            if rows is not None:
+                self._rows.move_to_end(shape)
+            return rows
+
+    def put(self, shape: str, rows: int) -> None:
+        with self._lock:
+            self._rows[shape] = rows
+            self._rows.move_to_end(shape)
+            while len(self._rows) > self._kept:
+                self._rows.popitem(last=False)
+
+
 class Engine:
     """The process's DuckDB database (thread-safe: one connection per statement)."""
 
@@ -54,6 +79,7 @@ class Engine:
         self.memory_bytes = memory_bytes
         self.temp_dir = temp_dir
         self.threads = threads
+        self.sizes = Sizes()
         self._db: Any = None  # duckdb.DuckDBPyConnection
         self._lock = threading.Lock()
 
@@ -148,6 +174,36 @@ class Session:
         """Create an empty leg table when its leg sent no row at all."""
         if table not in self._tables:  # no other thread writes this leg's table
             self.append(table, schema.empty_table())
+
+    def keys(self, table: str, column: str, most: int
+             ) -> tuple[str, list | None, Any, Any] | None:
+        """The distinct non-NULL values of ``column`` in leg table ``table`` (a dynamic
+        filter's keys): (kind "int" or "text", the values or None beyond ``most``, min,
+        max); None for a column of another type."""
+        quoted = '"' + column.replace('"', '""') + '"'
+        with self._lock, _engine_errors():
+            empty = self.conn.execute(f'SELECT {quoted} FROM "{table}" LIMIT 0')
+            field_type = empty.to_arrow_table().schema.field(0).type
+            kind = "int" if pa.types.is_integer(field_type) else "text" if (
+                pa.types.is_string(field_type) or pa.types.is_large_string(field_type)) \
+                else None
+            if kind is None:
+                return None
+            values = self.conn.execute(
+                f'SELECT DISTINCT {quoted} FROM "{table}" WHERE {quoted} IS NOT NULL '
+                f"LIMIT {int(most) + 1}").to_arrow_table().column(0).to_pylist()
+            if len(values) <= most:
+                return kind, values, None, None
+            low, high = self.conn.execute(f'SELECT min({quoted}), max({quoted}) '
+                                          f'FROM "{table}"').fetchone()
+            return kind, None, low, high
+
+    def distinct(self, table: str, column: str) -> int:
+        """How many distinct non-NULL values ``column`` of leg table ``table`` holds."""
+        quoted = '"' + column.replace('"', '""') + '"'
+        with self._lock, _engine_errors():
+            return self.conn.execute(f'SELECT count(DISTINCT {quoted}) FROM "{table}"'
+                                     ).fetchone()[0]
 
     def attach(self, table: str, dataset: Any, release: Any) -> None:
         """Make ``table`` a view of an Arrow dataset (a file leg, ``federation/files.py``):

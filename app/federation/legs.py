@@ -31,29 +31,43 @@ from . import files
 from .engine import Session
 from .plan import Leg
 
+# Column types a dynamic filter compares with keys (``dynamic.py``): PostgreSQL's OIDs and
+# PyMySQL's FIELD_TYPE codes of integers and of character strings.
+_KEY_KINDS = {
+    "postgresql": {20: "int", 21: "int", 23: "int", 25: "text", 1042: "text", 1043: "text"},
+    "mysql": {1: "int", 2: "int", 3: "int", 8: "int", 9: "int", 15: "text", 253: "text",
+              254: "text"},
+}
+
 
 def describe(registry: SourceRegistry, statement: Statement, deadline: float,
-             source: DataSource, table: exp.Table) -> list[str]:
-    """The column names of ``table``, asked of its source with a query that reads no row
-    (a missing table fails here, in the source's own words, before any leg runs)."""
+             source: DataSource, table: exp.Table) -> list[tuple[str, str | None]]:
+    """The columns of ``table`` with their kind of key ("int", "text", None), asked of its
+    source with a query that reads no row (a missing table fails here, in the source's
+    own words, before any leg runs)."""
     if files.is_file_source(source):
-        return files.describe(table)
+        return [(name, None) for name in files.describe(table)]
     sql = exp.select("*").from_(table.copy()).limit(0).sql(dialect=source.sqlglot_dialect)
     stream = _open(registry, statement, deadline, source, sql, 1)
     try:
         for _ in stream.batches():  # none; read to the end so the connection is reused
             pass
-        return list(stream.columns)
+        kinds = _KEY_KINDS.get(stream.dialect, {})
+        types = stream.types or [None] * len(stream.columns)
+        return [(name, kinds.get(spec[0]) if spec else None)
+                for name, spec in zip(stream.columns, types, strict=True)]
     finally:
         stream.close()
 
 
 def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: Leg,
-         session: Session, max_rows: int) -> int:
-    """Run ``leg`` and append its rows to the engine table ``leg.name``; its row count."""
+         session: Session, max_rows: int, sql: str | None = None) -> int:
+    """Run ``leg`` and append its rows to the engine table ``leg.name``; its row count.
+    ``sql``: the leg's query with a dynamic filter (the gate checks ``leg.sql``, the same
+    query without it)."""
     if files.is_file_source(leg.source):
         return files.attach(leg, session)
-    stream = _open(registry, statement, deadline, leg.source, leg.sql, max_rows)
+    stream = _open(registry, statement, deadline, leg.source, leg.sql, max_rows, sql)
     rows = 0
     try:
         kinds = [declared_type(stream.dialect, spec) for spec in stream.types] \
@@ -98,11 +112,16 @@ def _conform(batch: pa.RecordBatch, names: list[str], kinds: list[pa.DataType | 
 
 
 def _open(registry: SourceRegistry, statement: Statement, deadline: float,
-          source: DataSource, sql: str, max_rows: int) -> Any:
+          source: DataSource, sql: str, max_rows: int, filtered: str | None = None) -> Any:
     gated = gate(sql, registry, source.name)
     left = deadline - time.monotonic()
     if left <= 0:
         statement.stopped = statement.stopped or "time limit"
         raise statement.error()
+    if filtered is not None and not gated.param_names:
+        # The gated query and one more condition: a column compared with literals (the
+        # keys, written by sqlglot); nothing in it that the gate did not check.
+        return open_stream(gated.source or source, filtered, None, (),
+                           timeout_s=left, max_rows=max_rows, statement=statement)
     return open_stream(gated.source or source, gated.sql, None, gated.param_names,
                        timeout_s=left, max_rows=max_rows, statement=statement)

@@ -56,6 +56,12 @@ class Leg:
     limit: int | None = None
     sql: str = ""                    # in the source's dialect
     rows: int = 0                    # delivered so far
+    # Per column (output name): "int" or "text" when the source declares such a type,
+    # which a dynamic filter may compare with keys of another leg (``dynamic.py``).
+    kinds: dict[str, str | None] = field(default_factory=dict)
+    shape: str = ""                  # ``sql`` with every literal a '?': its size's key
+    dynamic: list[str] = field(default_factory=list)  # filters added at run time
+    state: str = "waiting"           # then "running", "done"
 
     @property
     def name(self) -> str:
@@ -68,14 +74,28 @@ class Leg:
 
 
 @dataclass
+class Link:
+    """An equality between a column of ``source`` and one of ``target`` that every row of
+    the answer holds where ``target`` is read (``dynamic.py``): the target's rows whose
+    value is none of the source leg's values can be left in their database."""
+
+    source: Leg
+    source_column: str               # in the source leg's engine table
+    target: Leg
+    target_column: str               # in the target leg's engine table
+
+
+@dataclass
 class Plan:
     legs: list[Leg]
     engine_sql: str                  # DuckDB's dialect, over tables leg_0 …
     names: list[str | None]          # output names to show instead of DuckDB's (None: its own)
+    links: list[Link] = field(default_factory=list)
 
 
-# Describes a table: its column names, read from the source (raises SqlError).
-Describe = Callable[[DataSource, exp.Table], list[str]]
+# Describes a table: its columns, read from the source, each with the kind of key a dynamic
+# filter may compare it with ("int", "text" or None) (raises SqlError).
+Describe = Callable[[DataSource, exp.Table], list[tuple[str, str | None]]]
 
 
 def parse(query: str, registry: SourceRegistry, params: dict[str, Any] | None = None
@@ -167,7 +187,7 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
     source_names = {name.lower() for name in registry.names()}
     legs: list[Leg] = []
     schema: dict[str, dict[str, str]] = {}
-    described: dict[tuple[str, str], list[str]] = {}
+    described: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
     for table in list(statement.find_all(exp.Table)):
         if not table.name:
             raise SqlError(ErrorCode.UNSUPPORTED,
@@ -183,9 +203,10 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
         key = (source.name, original.sql())
         if key not in described:
             described[key] = describe(source, original)
-        leg = Leg(len(legs), source, original, (written_alias or plain_name).lower())
+        leg = Leg(len(legs), source, original, (written_alias or plain_name).lower(),
+                  kinds={column.lower(): kind for column, kind in described[key]})
         legs.append(leg)
-        schema[leg.name] = {column.lower(): "UNKNOWN" for column in described[key]}
+        schema[leg.name] = {column.lower(): "UNKNOWN" for column, _ in described[key]}
         table.replace(exp.Table(this=exp.to_identifier(leg.name),
                                 alias=exp.TableAlias(this=exp.to_identifier(leg.alias))))
     # source.table.column and source.schema.table.column: the column's table is enough.
@@ -203,6 +224,7 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
         raise SqlError(ErrorCode.SYNTAX, f"The statement cannot be read: {exc}") from None
     legs = _join_in_sources(statement, legs)
     _fill_legs(statement, legs)
+    links = find_links(statement, legs)
     try:
         engine_sql = statement.sql(dialect="duckdb")
     except SqlglotError as exc:
@@ -211,27 +233,45 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
                        ) from None
     for leg in legs:
         leg.sql = leg_sql(leg)
-    return Plan(legs, engine_sql, names)
+        leg.shape = _shape(leg)
+    return Plan(legs, engine_sql, names, links)
 
 
-def leg_sql(leg: Leg) -> str:
-    """The leg's query in its source's dialect."""
+def leg_sql(leg: Leg, extra: list[exp.Expression] | tuple = ()) -> str:
+    """The leg's query in its source's dialect (with ``extra`` conditions: a dynamic
+    filter)."""
+    return _leg_select(leg, extra).sql(dialect=leg.source.sqlglot_dialect)
+
+
+def source_column(leg: Leg, name: str) -> exp.Column:
+    """Column ``name`` of the leg's engine table as its source knows it."""
+    alias, column = leg.origin.get(name, (leg.alias, name))
+    return exp.column(column, table=alias, quoted=True)
+
+
+def _shape(leg: Leg) -> str:
+    select = _leg_select(leg, ())
+    for literal in list(select.find_all(exp.Literal)):
+        literal.replace(exp.Placeholder())
+    return f"{leg.source.name}:{select.sql(dialect=leg.source.sqlglot_dialect)}"
+
+
+def _leg_select(leg: Leg, extra: list[exp.Expression] | tuple) -> exp.Select:
     tables = leg.joined or [(leg.table, leg.alias)]
     columns: list[exp.Expression] = []
     for name in leg.columns:
-        alias, column = leg.origin.get(name, (leg.alias, name))
-        value = exp.column(column, table=alias, quoted=True)
-        columns.append(value if column == name else exp.alias_(value, name, quoted=True))
+        value = source_column(leg, name)
+        columns.append(value if value.name == name else exp.alias_(value, name, quoted=True))
     select = exp.select(*(columns or [exp.alias_(exp.Literal.number(1), "quarry_one")]))
     for i, (table, alias) in enumerate(tables):
         table = table.copy()
         table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
         select = select.from_(table) if i == 0 else select.join(table, join_type="CROSS")
-    for condition in leg.filters:
+    for condition in [*leg.filters, *extra]:
         select = select.where(condition.copy(), copy=False)
     if leg.limit is not None:
         select = select.limit(leg.limit)
-    return select.sql(dialect=leg.source.sqlglot_dialect)
+    return select
 
 
 def _shown_names(statement: exp.Expression) -> list[str | None]:
@@ -445,6 +485,7 @@ def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],
                  filters=[c.copy() for c in pushed])
     merged.alias = merged.name
     names = {leg.name for leg in members}
+    kinds = {leg.alias.lower(): leg.kinds for leg in members}
     # Inner joins only: every ON condition may as well be a WHERE condition, and the
     # engine keeps them all (the source's answer is only ever a superset of the rows).
     conditions = _select_conditions(select)
@@ -468,6 +509,7 @@ def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],
             continue
         name = f"{alias}__{column.name}".lower()
         merged.origin[name] = (alias, column.name)
+        merged.kinds[name] = kinds[alias.lower()].get(column.name.lower())
         column.set("this", exp.to_identifier(name))
         column.set("table", exp.to_identifier(merged.name))
     return [leg for leg in legs if leg.name not in names] + [merged]
@@ -535,3 +577,104 @@ def _pushable(condition: exp.Expression, alias: str | set[str], source: DataSour
         if not isinstance(node, _SIMPLE):
             return False
     return True
+
+
+# --- dynamic filters: which leg's rows may be cut by another leg's keys ----------------------
+
+# Kinds of sources whose legs take a dynamic filter: those that declare their columns' types
+# (a SQLite column has none; an uploaded file is scanned in place by the engine).
+_FILTERABLE = ("postgresql", "mysql")
+
+
+def find_links(statement: exp.Expression, legs: list[Leg]) -> list[Link]:
+    """The equalities between columns of two legs that let one leg be cut to the other's
+    keys without changing the answer.
+
+    A leg can be cut to the keys of another when every row of the answer that uses one of
+    its rows has the two columns equal (NULL equals nothing, so neither side's NULLs
+    matter), which holds for:
+
+    - a WHERE conjunct of the SELECT both legs are joined in (rows that fail it are
+      dropped, whatever the joins before made of them), and the equalities such conjuncts
+      imply (a = b AND b = c: a = c);
+    - an ON conjunct of an inner join, and of the SELECT's other joins too when all of
+      them are inner (they then filter the whole product);
+    - an ON conjunct of an outer join, only on its NULL side: ``A LEFT JOIN B ON a.k =
+      b.k`` may cut B to A's keys (a B row no A row matches is never joined), never A,
+      whose unmatched rows are kept; RIGHT the other way round; FULL neither.
+    """
+    by_name = {leg.name: leg for leg in legs}
+    found: dict[tuple[str, str, str, str], Link] = {}
+    for select in statement.find_all(exp.Select):
+        start = select.args.get("from_")
+        if start is None:
+            continue
+        joins = select.args.get("joins") or []
+        here: dict[str, Leg] = {}
+        for item in [start.this] + [join.this for join in joins]:
+            if isinstance(item, exp.Table) and item.name in by_name:
+                here[_alias(item)] = by_name[item.name]
+        if len(here) < 2:
+            continue
+        outer = any(_join_kind(join) != "INNER" for join in joins)
+        where = select.args.get("where")
+        common = _conjuncts(where.this) if where is not None else []
+        if not outer:
+            for join in joins:
+                if join.args.get("on") is not None:
+                    common += _conjuncts(join.args["on"])
+        common = [c for c in common if _pair(c, here)]
+        common += _implied_equalities(common)
+        pairs = [(a, b) for c in common if (pair := _pair(c, here)) for a, b in
+                 (pair, pair[::-1])]
+        if outer:
+            for join in joins:
+                kind, on = _join_kind(join), join.args.get("on")
+                if on is None or kind not in ("INNER", "LEFT", "RIGHT"):
+                    continue
+                mine = _alias(join.this)
+                for conjunct in _conjuncts(on):
+                    pair = _pair(conjunct, here)
+                    if pair is None:
+                        continue
+                    for a, b in (pair, pair[::-1]):  # b is cut to a's keys
+                        if kind == "INNER" or (kind == "LEFT" and _table(b) == mine) or \
+                                (kind == "RIGHT" and _table(a) == mine):
+                            pairs.append((a, b))
+        for a, b in pairs:
+            source, target = here[_table(a)], here[_table(b)]
+            name = b.name.lower()
+            if target.source.dialect not in _FILTERABLE or \
+                    target.kinds.get(name) not in ("int", "text"):
+                continue
+            key = (source.name, a.name.lower(), target.name, name)
+            found.setdefault(key, Link(source, a.name.lower(), target, name))
+    return list(found.values())
+
+
+def _join_kind(join: exp.Join) -> str:
+    """INNER (also a comma or CROSS join), LEFT, RIGHT, FULL, or OTHER (SEMI, ANTI,
+    NATURAL, USING: nothing is read from those)."""
+    side = (join.side or "").upper()
+    kind = (join.kind or "").upper()
+    if join.args.get("using") or join.args.get("method") or kind in ("SEMI", "ANTI"):
+        return "OTHER"
+    return side or "INNER"
+
+
+def _table(column: exp.Column) -> str:
+    return (column.table or "").lower()
+
+
+def _pair(condition: exp.Expression, here: dict[str, Leg]
+          ) -> tuple[exp.Column, exp.Column] | None:
+    """The two columns of ``a.x = b.y`` when they belong to two legs of ``here``."""
+    if not isinstance(condition, exp.EQ):
+        return None
+    left, right = condition.this, condition.expression
+    if not isinstance(left, exp.Column) or not isinstance(right, exp.Column):
+        return None
+    first, second = here.get(_table(left)), here.get(_table(right))
+    if first is None or second is None or first is second:
+        return None
+    return left, right

@@ -27,9 +27,10 @@ from ..sql.running import CANCELLED, TIME_LIMIT, Statement
 from ..sql.sources import DataSource, SourceRegistry
 from ..sql.stream import Cursor, TableStream
 from ..sql.syntax import parse_sqlglot
+from . import dynamic
 from . import legs as leg_runner
 from .engine import EngineError, current_engine, engine_error
-from .plan import Plan, parse, shown_names, split, tables_of
+from .plan import Leg, Plan, parse, shown_names, split, tables_of
 
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
 # Legs fetched at once per statement: each holds a connection of its source's pool.
@@ -173,11 +174,50 @@ class _Run:
         self.plan = split(self.parsed, registry, self.context,
                           lambda source, table: columns[(source.name, table.sql())])
         self.statement.legs = self.plan.legs
-        # Legs are read as for an Arrow answer: PostgreSQL then sends record batches
-        # through ADBC (sql/native.py) when it can, the fastest way in.
-        self._parallel([lambda child, leg=leg: leg_runner.load(
-            registry, child, deadline, leg, self.session, self.limits.max_leg_rows)
-            for leg in self.plan.legs], "arrow")
+        engine, most = current_engine(), current_app.config["FEDERATION_DYNAMIC_KEYS"]
+        waits = dynamic.choose(self.plan.links, engine.sizes, most)
+        loaded = {leg.name: threading.Event() for leg in self.plan.legs}
+        failed: set[str] = set()
+
+        def load_leg(child: Statement, leg: Leg) -> int:
+            try:
+                sql = None
+                links = waits.get(leg.name)
+                if links:  # the small legs first: their keys cut this one
+                    for link in links:
+                        self._wait(child, loaded[link.source.name])
+                    if any(link.source.name in failed for link in links):
+                        raise child.error(self.timeout)  # the source's failure answers
+                    sql = dynamic.filtered_sql(leg, links, self.session, most)
+                leg.state = "running"
+                # Legs are read as for an Arrow answer: PostgreSQL then sends record
+                # batches through ADBC (sql/native.py) when it can, the fastest way in.
+                rows = leg_runner.load(registry, child, deadline, leg, self.session,
+                                       self.limits.max_leg_rows, sql)
+                if sql is None:
+                    dynamic.learn(leg, rows, self.plan.links, self.session, engine.sizes,
+                                  most)
+                else:
+                    dynamic.judge(leg, links, rows, engine.sizes)
+                leg.state = "done"
+                return rows
+            except BaseException:
+                failed.add(leg.name)
+                raise
+            finally:
+                loaded[leg.name].set()
+
+        # Sources are submitted before the legs that wait for them: a waiting leg never
+        # holds the last worker a source needs.
+        self._parallel([lambda child, leg=leg: load_leg(child, leg)
+                        for leg in dynamic.order(self.plan.legs, waits)], "arrow")
+
+    def _wait(self, child: Statement, event: threading.Event) -> None:
+        while not event.wait(0.05):
+            if child.stopped is None and time.monotonic() > self.deadline:
+                child.stopped = TIME_LIMIT
+            if child.stopped is not None:
+                raise child.error(self.timeout)
 
     def _parallel(self, jobs: list[Callable[[Statement], Any]], fmt: str) -> list[Any]:
         """Run ``jobs`` at once, each with a statement of its own (same id, so that each
@@ -265,7 +305,11 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
                                                             source, table)))
     finally:
         statement.detach(_Detached())
-    rows = [(f"leg {i}: {leg.name}", leg.source.name, leg.sql)
+    waits = dynamic.choose(plan.links, current_engine().sizes,
+                           current_app.config["FEDERATION_DYNAMIC_KEYS"])
+    rows = [("; ".join([f"leg {i}: {leg.name}"] + [dynamic.describe(link) for link in
+                                                    waits.get(leg.name, ())]),
+             leg.source.name, leg.sql)
             for i, leg in enumerate(plan.legs, 1)]
     rows.append(("engine", "duckdb", plan.engine_sql))
     return rows

@@ -78,8 +78,13 @@ class SqlResultOut(Schema):
 
 class RunningLegOut(Schema):
     source = fields.String(metadata={"description": "the data source the leg reads"})
-    sql = fields.String(metadata={"description": "the query sent to it"})
+    sql = fields.String(metadata={"description": "the query sent to it (without the keys "
+                                                 "of a dynamic filter)"})
+    state = fields.String(metadata={"description": "waiting (its turn, or the keys of a "
+                                                   "smaller leg), running or done"})
     rows = fields.Integer(metadata={"description": "rows it has delivered so far"})
+    filters = fields.List(fields.String(), metadata={
+        "description": "dynamic filters added at run time (key IN the keys of another leg)"})
 
 
 class RunningQueryOut(Schema):
@@ -94,8 +99,8 @@ class RunningQueryOut(Schema):
     rows_sent = fields.Integer(metadata={"description": "rows sent so far"})
     cancel_requested = fields.Boolean()
     legs = fields.List(fields.Nested(RunningLegOut), metadata={
-        "description": "a statement over several data sources: its legs (listed by the "
-                       "worker running it)"})
+        "description": "a statement over several data sources: its legs, as any worker of "
+                       "any instance on the store sees them"})
 
 
 class CancelledQueryOut(Schema):

@@ -19,11 +19,15 @@ worker of any instance:
 
 The watcher runs only while this process has statements running: one indexed SELECT per
 POLL_S then, and one UPDATE per statement and REFRESH_S (rows sent so far, and ``seen_at``,
-by which a row left by a process that died is recognised as stale and ignored).
+by which a row left by a process that died is recognised as stale and ignored). The legs of
+a statement over several data sources go with it (column ``legs``, JSON): at once when a leg
+starts or ends or gets a dynamic filter (within POLL_S), and their rows every REFRESH_S —
+never per batch, so that no leg waits for the store.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -70,6 +74,7 @@ class RunningStatements:
         self.host = socket.gethostname()[:255]
         self._items: dict[str, Statement] = {}
         self._registered: set[str] = set()
+        self._legs_written: dict[str, Any] = {}  # id -> the legs' state last written
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -96,6 +101,7 @@ class RunningStatements:
             if statement.id not in self._registered:
                 return
             self._registered.discard(statement.id)
+            self._legs_written.pop(statement.id, None)
         try:
             with db.engine.begin() as conn:
                 conn.execute(delete(_TABLE).where(_TABLE.c.id == statement.id))
@@ -114,11 +120,20 @@ class RunningStatements:
         rows = [{"id": s.id, "user_name": s.user, "source": s.source, "statement": s.sql,
                  "response_format": s.response_format, "started_at": s.started_at,
                  "seen_at": now, "rows_sent": s.rows_sent, "host": self.host,
-                 "pid": os.getpid(), "backend_id": s.backend_id, "cancel_requested": False}
+                 "pid": os.getpid(), "backend_id": s.backend_id, "cancel_requested": False,
+                 "legs": self._legs_text(legs_of(s), s.id)}
                 for s in statements]
         with db.engine.begin() as conn:
             conn.execute(insert(_TABLE), rows)
         self._registered.update(s.id for s in statements)
+
+    def _legs_text(self, legs: list[dict[str, Any]] | None, query_id: str) -> str | None:
+        """The legs as JSON, noting what was written (the lock is held by the caller,
+        who writes it)."""
+        if legs is None:
+            return None
+        self._legs_written[query_id] = _without_rows(legs)
+        return json.dumps(legs)
 
     def _cancel_asked(self, query_id: str) -> bool:
         if query_id not in self._registered:
@@ -168,17 +183,41 @@ class RunningStatements:
             for statement in mine:
                 if statement.id in asked:
                     statement.cancel()
+            seen = datetime.now(UTC)
+            for statement in mine:
+                values: dict[str, Any] = {}
+                legs = legs_of(statement)
+                if legs is not None and (refresh or _without_rows(legs) !=
+                                         self._legs_written.get(statement.id)):
+                    with self._lock:
+                        values["legs"] = self._legs_text(legs, statement.id)
+                if refresh:
+                    values.update(rows_sent=statement.rows_sent, seen_at=seen,
+                                  backend_id=statement.backend_id)
+                if values:
+                    conn.execute(update(_TABLE).where(_TABLE.c.id == statement.id)
+                                 .values(**values))
             if refresh:
-                seen = datetime.now(UTC)
-                for statement in mine:
-                    conn.execute(update(_TABLE).where(_TABLE.c.id == statement.id).values(
-                        rows_sent=statement.rows_sent, seen_at=seen,
-                        backend_id=statement.backend_id))
                 conn.execute(delete(_TABLE).where(
                     _TABLE.c.seen_at < seen - timedelta(seconds=4 * STALE_S)))
 
 
 # ---------------------------------------------------------------------------- list and cancel
+
+
+def legs_of(statement: Statement) -> list[dict[str, Any]] | None:
+    """The legs of a statement over several data sources (None for one source): source,
+    SQL sent (without its dynamic filter's keys), state, rows delivered so far, and the
+    dynamic filters added at run time."""
+    if not statement.legs:
+        return None
+    return [{"source": leg.source.name, "sql": leg.sql, "state": leg.state, "rows": leg.rows,
+             "filters": list(leg.dynamic)} for leg in list(statement.legs)]
+
+
+def _without_rows(legs: list[dict[str, Any]]) -> list[tuple]:
+    return [(leg["state"], len(leg["filters"])) for leg in legs]
+
 
 
 def _fresh() -> Any:
@@ -207,9 +246,11 @@ def list_queries(user: str | None) -> list[dict[str, Any]]:
             "started_at": row["started_at"],
             "rows_sent": local.rows_sent if local is not None else row["rows_sent"],
             "cancel_requested": row["cancel_requested"]}
-        if local is not None and local.legs:  # known to the process running it
-            item["legs"] = [{"source": leg.source.name, "sql": leg.sql, "rows": leg.rows}
-                            for leg in local.legs]
+        # The process running it knows its legs to the batch; others read the store's copy.
+        legs = legs_of(local) if local is not None else \
+            json.loads(row["legs"]) if row["legs"] else None
+        if legs:
+            item["legs"] = legs
         answer.append(item)
     return answer
 

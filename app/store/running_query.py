@@ -5,7 +5,8 @@ statement: the data source, the database's own id of the session running it (Pos
 backend pid, MariaDB connection id) and the Quarry process that owns it (host, pid), which
 watches ``cancel_requested`` for what only it can do (SQLite's interrupt, a stream between
 two batches). ``seen_at`` is refreshed by the owner while it runs, so the row of a process
-that died is recognised as stale and ignored.
+that died is recognised as stale and ignored. ``legs`` (JSON) lists the legs of a statement
+over several data sources: source, SQL, state and rows delivered so far.
 """
 
 from datetime import datetime
@@ -33,3 +34,4 @@ class RunningQuery(db.Model):
     pid: Mapped[int]
     backend_id: Mapped[str | None] = mapped_column(String(32))
     cancel_requested: Mapped[bool] = mapped_column(default=False)
+    legs: Mapped[str | None] = mapped_column(Text)

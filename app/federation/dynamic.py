@@ -1,0 +1,166 @@
+"""Dynamic filters: a large leg reads only the rows whose join key a small leg has.
+
+``plan.find_links`` finds the equalities between two legs' columns that allow it (inner
+joins, WHERE conjuncts, the NULL side of an outer join). Which leg waits for which is
+decided by their sizes: the rows each leg sent the last time the same query (literals
+aside) ran in this process (``Sizes``). A leg smaller than the other, and of at most
+FEDERATION_DYNAMIC_KEYS rows (or distinct keys) or a tenth of the other's rows, is read
+first; once its rows are in the engine, the other leg's query gets one more condition:
+
+- ``column IN (v1, v2, …)`` with the small leg's distinct non-NULL keys, when there are at
+  most FEDERATION_DYNAMIC_KEYS of them (each value a literal written by sqlglot in the
+  source's dialect, never pasted text);
+- ``column BETWEEN min AND max`` for integer keys beyond that;
+- ``FALSE`` when the small leg has no key at all.
+
+Keys are compared only with a column of the same kind (integers with integers, text with
+text) of a source that declares its types (PostgreSQL, MariaDB/MySQL); a source that
+compares more loosely (MariaDB ignores case and trailing spaces) only sends a few more rows,
+and the engine joins them as before. The first run of a query has no sizes yet: its legs
+are all read at once, as without dynamic filters. A filter that kept most of its leg's rows
+is not waited for again.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+
+from .engine import Session, Sizes
+from .plan import Leg, Link, leg_sql, source_column
+
+# A leg with more rows than FEDERATION_DYNAMIC_KEYS still gives its keys (as a range) to a
+# leg this many times its size.
+SMALLER = 10
+# Filters that keep this share of a leg's rows or more are not worth waiting for.
+USELESS = 0.8
+
+
+def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Link]]:
+    """Per target leg (its name), the links whose source leg it waits for: a source known
+    to be smaller than the target whose keys fit an IN list
+    (at most ``max_keys`` rows, or distinct keys when they were counted) or that has a
+    tenth of the target's rows or less (waiting for it costs little beside the target).
+    Sizes order the legs strictly (ties by leg number), so no two legs wait for each
+    other."""
+    if max_keys <= 0:
+        return {}
+    chosen: dict[str, list[Link]] = {}
+    for link in links:
+        small, large = sizes.get(link.source.shape), sizes.get(link.target.shape)
+        if small is None or large is None:  # both read whole once first: both known
+            continue
+        if (small, link.source.index) >= (large, link.target.index) or \
+                sizes.get(_useless_shape(link)):
+            continue
+        keys = sizes.get(_keys_shape(link))
+        if small > max_keys and (keys is None or keys > max_keys) and small * SMALLER > large:
+            continue
+        chosen.setdefault(link.target.name, []).append(link)
+    return chosen
+
+
+def learn(leg: Leg, rows: int, links: list[Link], session: Session, sizes: Sizes,
+          max_keys: int) -> None:
+    """Remember the rows of a leg read whole, and, when it might give its keys to a larger
+    leg, how many distinct keys it has (a leg of many rows may have few: orders of one
+    quarter, a few of each customer)."""
+    sizes.put(leg.shape, rows)
+    if rows > max_keys * SMALLER:  # counting them would cost more than it may save
+        return
+    for link in links:
+        if link.source is leg and rows > max_keys:
+            sizes.put(_keys_shape(link), session.distinct(leg.name, link.source_column))
+
+
+def judge(leg: Leg, links: list[Link], rows: int, sizes: Sizes) -> None:
+    """After a leg was read with the filters of ``links``: when they kept most of its rows
+    (TPC-H Q5's customers of Asia cut to the nations of all suppliers), the leg need not
+    wait for those legs again; it is read at once, beside them."""
+    whole = sizes.get(leg.shape)
+    if whole and rows >= whole * USELESS:
+        for link in links:
+            sizes.put(_useless_shape(link), 1)
+
+
+def _keys_shape(link: Link) -> str:
+    return f"{link.source.shape}#{link.source_column}"
+
+
+def _useless_shape(link: Link) -> str:
+    return f"{link.target.shape}#{link.target_column}<{_keys_shape(link)}"
+
+
+def order(legs: list[Leg], waits: dict[str, list[Link]]) -> list[Leg]:
+    """The legs with every source before the legs that wait for it."""
+    done: list[Leg] = []
+    seen: set[str] = set()
+
+    def visit(leg: Leg) -> None:
+        if leg.name in seen:
+            return
+        seen.add(leg.name)
+        for link in waits.get(leg.name, ()):
+            visit(link.source)
+        done.append(leg)
+
+    for leg in legs:
+        visit(leg)
+    return done
+
+
+def describe(link: Link) -> str:
+    """How EXPLAIN shows a dynamic filter."""
+    column = source_column(link.target, link.target_column)
+    return (f"filtered by keys of {link.source.name} at run time: "
+            f"{column.sql(dialect=link.target.source.sqlglot_dialect)} IN "
+            f"(the values of {link.source_column})")
+
+
+def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
+                 ) -> str | None:
+    """The leg's query with the conditions its links allow now that their source legs
+    are in the engine (None: no condition applies); notes each one in ``leg.dynamic``."""
+    glot = leg.source.sqlglot_dialect
+    conditions: list[exp.Expression] = []
+    lists: dict[str, str] = {}
+    for link in links:
+        found = session.keys(link.source.name, link.source_column, max_keys)
+        if found is None:
+            continue
+        kind, values, low, high = found
+        if kind != link.target.kinds.get(link.target_column):
+            continue
+        column = source_column(leg, link.target_column)
+        label = link.source.name
+        if values is not None and not values:
+            conditions.append(exp.false())
+            leg.dynamic.append(f"no rows: {label} has no key")
+        elif values is not None:
+            if kind == "text" and any("\x00" in v for v in values):
+                continue  # no database text holds NUL; the filter is left out
+            sentinel = f"quarrykeys{secrets.token_hex(8)}"
+            lists[sentinel] = _literals(values, kind, glot)
+            conditions.append(exp.In(this=column, expressions=[exp.var(sentinel)]))
+            leg.dynamic.append(f"{column.sql(dialect=glot)} IN {len(values)} keys of {label}")
+        elif kind == "int" and low is not None:
+            condition = exp.Between(this=column, low=exp.Literal.number(low),
+                                    high=exp.Literal.number(high))
+            conditions.append(condition)
+            leg.dynamic.append(f"{condition.sql(dialect=glot)} (the key range of {label})")
+    if not conditions:
+        return None
+    sql = leg_sql(leg, conditions)
+    for sentinel, text in lists.items():
+        sql = sql.replace(sentinel, text, 1)
+    return sql
+
+
+def _literals(values: list, kind: str, glot: str) -> str:
+    """``v1, v2, …`` in the dialect: each value a literal written by sqlglot (quoted and
+    escaped as the dialect needs); one generator for all of them, ~1 µs a value."""
+    generator = Dialect.get_or_raise(glot).generator()
+    make = exp.Literal.number if kind == "int" else exp.Literal.string
+    return ", ".join([generator.sql(make(value)) for value in values])
