@@ -122,6 +122,13 @@ def read_rows(query: str, registry: SourceRegistry, context: str | None, *, max_
                               registry=registry)
 
 
+def sources_named(query: str, registry: SourceRegistry) -> list[str]:
+    """The data sources a read-only SELECT names with its tables, in the order named
+    (SqlError for a write, or a qualifier that is no data source)."""
+    tables = tables_of(parse(query, registry), registry, None)
+    return list(dict.fromkeys(source.name for source, _ in tables))
+
+
 def _reader(query: str, registry: SourceRegistry, context: DataSource | None
             ) -> tuple[bool, DataSource | None]:
     """(whether the engine reads ``query`` — it names several data sources, or files —,
