@@ -122,10 +122,12 @@ def read_rows(query: str, registry: SourceRegistry, context: str | None, *, max_
                               registry=registry)
 
 
-def sources_named(query: str, registry: SourceRegistry) -> list[str]:
-    """The data sources a read-only SELECT names with its tables, in the order named
-    (SqlError for a write, or a qualifier that is no data source)."""
-    tables = tables_of(parse(query, registry), registry, None)
+def sources_named(query: str, registry: SourceRegistry, context: str | None = None
+                  ) -> list[str]:
+    """The data sources a read-only SELECT names with its tables, in the order named (bare
+    names in ``context``); SqlError for a write, or a qualifier that is no data source."""
+    tables = tables_of(parse(query, registry), registry,
+                       registry.get(context) if context is not None else None)
     return list(dict.fromkeys(source.name for source, _ in tables))
 
 

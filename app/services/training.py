@@ -127,8 +127,12 @@ def retrain_model(spec: RetrainSpec) -> MLModel:
                         model=versions[0].name, version=busy[0].version)
     base = _base_version(versions, spec)
     model = _next_version(project, base, versions, spec)
-    # The training query runs later, in the background, without the caller: check now.
-    access.require_source(model.data_source)
+    # The training query runs later, in the background, without the caller: check now,
+    # every data source it reads (a view's statement may name several).
+    for source in _sources_read(model):
+        if not access.may_query(source):
+            db.session.rollback()  # the versions' locks go first
+            access.require_source(source)
     db.session.add(model)
     name = base.name
     audit.record_change("model", "finetune" if spec.finetune else "retrain",
@@ -140,6 +144,15 @@ def retrain_model(spec: RetrainSpec) -> MLModel:
     commit(taken_or_gone(project, lambda: ModelBusy(
         f"Model '{name}' is already training a new version", model=name)))
     return _launch(model)
+
+
+def _sources_read(model: MLModel) -> list[str]:
+    try:
+        named = federation.sources_named(model.fetch_data_query, current_sources(),
+                                         model.data_source)
+    except SqlError:  # a source removed since: the run reports it, as for one source
+        named = []
+    return named or [model.data_source]
 
 
 def _check_new_query(project: Any, spec: RetrainSpec) -> None:

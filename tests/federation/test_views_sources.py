@@ -177,7 +177,8 @@ def test_rights_hold_through_views_joins_and_training(make_auth_app, fed_sources
                       "SELECT m.amount FROM (SELECT * FROM pa.vorders) t JOIN pa.vm m",
                       "CREATE VIEW pa.mine AS (SELECT qty FROM pa.vorders)",
                       "CREATE MODEL pa.m2 FROM pa (SELECT * FROM vorders) PREDICT amount",
-                      "CREATE MODEL pa.m2 FROM (SELECT * FROM pa.vorders) PREDICT amount"]:
+                      "CREATE MODEL pa.m2 FROM (SELECT * FROM pa.vorders) PREDICT amount",
+                      "RETRAIN pa.vm"]:
         answer = sql("alice", statement)
         assert answer["type"] == "error" and "maria" in answer["error_message"], \
             (statement, answer)
