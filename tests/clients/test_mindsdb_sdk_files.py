@@ -61,7 +61,7 @@ def test_sdk_uploads_lists_and_queries_a_file(url):
                          "GROUP BY location ORDER BY location").fetch()
     assert result.to_dict("records") == [{"location": "good", "total": 2759},
                                          {"location": "great", "total": 6210}]
-    assert requests.delete(f"{url}/api/files/rentals", timeout=30).status_code == 204
+    files.tables.drop("rentals")  # DROP TABLE files.rentals
     assert files.tables.list() == []
 
 
