@@ -6,9 +6,10 @@ side by side in one run.
 Makes a CSV of ``--rows`` rows (id, grp: 1 000 groups, x: a double, label: text; about
 100 bytes a row, so 10 M rows is ~1 GB) with DuckDB, then, with one gunicorn worker:
 
-- upload: ``PUT /api/files/big`` (multipart, streamed from disk by ``requests``) against
-  DuckDB's ``COPY (SELECT * FROM read_csv(…)) TO '….parquet'`` in this process — the work
-  the upload does, without HTTP;
+- upload: ``PUT /api/files/big`` (multipart) sent by ``curl -F`` (the file streamed from
+  disk as it is sent) and by ``requests`` (mindsdb_sdk's client, which builds the whole
+  body in memory first), alternately, against DuckDB's ``COPY (SELECT * FROM read_csv(…))
+  TO '….parquet'`` in this process — the work the upload does, without HTTP; medians;
 - the worker's RSS growth during the upload (sampled every 50 ms), after a first small
   upload and query loaded DuckDB into it;
 - ``SELECT grp, count(*), avg(x) FROM files.big GROUP BY grp`` through POST /api/sql/query
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -59,7 +61,11 @@ def in_process_convert(csv: Path, out: Path) -> float:
     return time.perf_counter() - started
 
 
-def upload(url: str, csv: Path, worker: int) -> tuple[float, int]:
+def upload(url: str, csv: Path, worker: int, name: str, client: str) -> tuple[float, int]:
+    """Seconds and the worker's RSS growth of one upload. ``client``: ``curl`` streams the
+    file from disk as it sends it (as curl -F and browsers do); ``requests`` (what
+    mindsdb_sdk uses) first builds the whole multipart body in memory, which here takes
+    about as long as sending it, before the first byte goes out."""
     before, peak, done = rss(worker), [0], threading.Event()
 
     def sample() -> None:
@@ -70,13 +76,17 @@ def upload(url: str, csv: Path, worker: int) -> tuple[float, int]:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     started = time.perf_counter()
-    with open(csv, "rb") as handle:
-        response = requests.put(f"{url}/api/files/big", files={"file": ("big.csv", handle)},
-                                data={"source_type": "file"}, timeout=3600)
+    if client == "curl":
+        subprocess.run(["curl", "-sS", "-f", "-o", "/dev/null", "-X", "PUT", "-F",
+                        f"file=@{csv}", "-F", "source_type=file", f"{url}/api/files/{name}"],
+                       check=True, timeout=3600)
+    else:
+        with open(csv, "rb") as handle:
+            requests.put(f"{url}/api/files/{name}", files={"file": ("big.csv", handle)},
+                         data={"source_type": "file"}, timeout=3600).raise_for_status()
     seconds = time.perf_counter() - started
     done.set()
     sampler.join()
-    response.raise_for_status()
     return seconds, peak[0] - before
 
 
@@ -84,6 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--uploads", type=int, default=2, help="uploads per client")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="quarry-bench-files-") as tmp:
         work = Path(tmp)
@@ -102,11 +113,25 @@ def main() -> None:
                          timeout=60).raise_for_status()
             requests.post(f"{server.url}/api/sql/query", timeout=60,
                           json={"query": "SELECT * FROM files.warm"}).raise_for_status()
-            quarry_s, growth = upload(server.url, csv, worker)
-            direct_s = in_process_convert(csv, work / "direct.parquet")
-            print(f"upload: Quarry {quarry_s:.2f} s, DuckDB in-process {direct_s:.2f} s, "
-                  f"ratio {quarry_s / direct_s:.2f}")
-            print(f"worker RSS growth during the upload: {growth / 2**20:.0f} MiB")
+            # Side by side, alternately: the machine's load changes between runs.
+            runs: dict[str, list[float]] = {"curl": [], "requests": [], "duckdb": []}
+            growths = []
+            for i in range(args.uploads):
+                for client in ("curl", "requests"):
+                    seconds, growth = upload(server.url, csv, worker, f"big_{client}_{i}",
+                                             client)
+                    runs[client].append(seconds)
+                    growths.append(growth)
+                    requests.delete(f"{server.url}/api/files/big_{client}_{i}", timeout=60)
+                runs["duckdb"].append(in_process_convert(csv, work / "direct.parquet"))
+            direct_s = statistics.median(runs["duckdb"])
+            for client in ("curl", "requests"):
+                quarry_s = statistics.median(runs[client])
+                print(f"upload ({client}): Quarry {quarry_s:.2f} s, DuckDB in-process "
+                      f"{direct_s:.2f} s, ratio {quarry_s / direct_s:.2f}")
+            print("worker RSS growth during each upload: "
+                  + ", ".join(f"{g / 2**20:.0f}" for g in growths) + " MiB")
+            upload(server.url, csv, worker, "big", "curl")
             stored = work / "files" / "big.parquet"
             times: dict[str, list[float]] = {"quarry": [], "duckdb": []}
             conn = duckdb.connect(config={"threads": 2})

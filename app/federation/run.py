@@ -21,8 +21,11 @@ from typing import Any
 from flask import current_app
 from sqlglot import exp
 
+from ..sql import execute
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout
+from ..sql.files import FILES_DIALECT
+from ..sql.gate import gate
 from ..sql.running import CANCELLED, TIME_LIMIT, Statement
 from ..sql.sources import DataSource, SourceRegistry
 from ..sql.stream import Cursor, TableStream
@@ -30,7 +33,7 @@ from ..sql.syntax import parse_sqlglot
 from . import dynamic
 from . import legs as leg_runner
 from .engine import EngineError, current_engine, engine_error
-from .plan import Leg, Plan, parse, shown_names, split, tables_of
+from .plan import Leg, Plan, leg_sql, parse, shown_names, split, tables_of
 
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
 # Legs fetched at once per statement: each holds a connection of its source's pool.
@@ -84,6 +87,63 @@ def fetch_rows(query: str, registry: SourceRegistry, context: DataSource | None,
         raise SqlError(ErrorCode.TOO_MANY_ROWS, f"The query returns more than {max_rows} "
                                                 "rows; narrow it down (WHERE, LIMIT)")
     return result.columns, result.rows
+
+
+def query_columns(query: str, registry: SourceRegistry, context: str | None, *,
+                  timeout_s: float | None) -> list[str]:
+    """The names of the columns a SELECT returns, read without reading its rows, on one
+    data source or several (uploaded files too); SqlError as running it would raise (a
+    write, a missing table or column, a source the registry does not hold …)."""
+    source = registry.require(context) if context is not None else None
+    engine, target = _reader(query, registry, source)
+    if not engine:
+        return execute.query_columns(target.name if target else None, query,
+                                     registry=registry, timeout_s=timeout_s,
+                                     allow_constant=True)
+    limits = Limits(timeout_s=timeout_s, max_rows=0, max_bytes=None, max_leg_rows=1)
+    run = _Run(query, registry, source, limits, None)
+    try:
+        run.load(empty=True)
+        return shown_names(run.plan, run.start_engine())
+    finally:
+        run.close()
+
+
+def read_rows(query: str, registry: SourceRegistry, context: str | None, *, max_rows: int,
+              timeout_s: float | None) -> tuple[list[str], list[tuple]]:
+    """The whole answer of a SELECT for Quarry's own use (training, a model JOIN), on one
+    data source or several: TOO_MANY_ROWS beyond ``max_rows``, never a cut input."""
+    source = registry.require(context) if context is not None else None
+    engine, target = _reader(query, registry, source)
+    if engine:
+        return fetch_rows(query, registry, source, max_rows=max_rows, timeout_s=timeout_s)
+    if target is None:
+        raise SqlError(ErrorCode.UNKNOWN_TABLE, "The query names no data source")
+    return execute.fetch_rows(target.name, query, max_rows=max_rows, timeout_s=timeout_s,
+                              registry=registry)
+
+
+def sources_named(query: str, registry: SourceRegistry, context: str | None = None
+                  ) -> list[str]:
+    """The data sources a read-only SELECT names with its tables, in the order named (bare
+    names in ``context``); SqlError for a write, or a qualifier that is no data source."""
+    tables = tables_of(parse(query, registry), registry,
+                       registry.get(context) if context is not None else None)
+    return list(dict.fromkeys(source.name for source, _ in tables))
+
+
+def _reader(query: str, registry: SourceRegistry, context: DataSource | None
+            ) -> tuple[bool, DataSource | None]:
+    """(whether the engine reads ``query`` — it names several data sources, or files —,
+    the one data source it reads otherwise: None for a statement without a table)."""
+    try:
+        gated = gate(query, registry, context.name if context else None)
+    except SqlError as exc:
+        if exc.code == ErrorCode.CROSS_SOURCE:
+            return True, None
+        raise
+    target = gated.source or context
+    return target is not None and target.dialect == FILES_DIALECT, target
 
 
 def federated_select(query: str, registry: SourceRegistry, context: DataSource | None,
@@ -161,9 +221,11 @@ class _Run:
         self._timer: threading.Timer | None = None
         self._closed = False
 
-    def load(self) -> None:
+    def load(self, *, empty: bool = False) -> None:
         """Plan the legs (reading each table's columns) and run them into the engine,
-        the tables' descriptions and then the legs each in parallel."""
+        the tables' descriptions and then the legs each in parallel. ``empty``: each leg
+        runs with LIMIT 0 (its source checks and describes it, and sends no row), so the
+        engine statement only describes its answer."""
         registry, deadline = self.registry, self.deadline
         tables = tables_of(self.parsed, registry, self.context)
         columns = dict(zip(
@@ -175,7 +237,13 @@ class _Run:
                           lambda source, table: columns[(source.name, table.sql())])
         self.statement.legs = self.plan.legs
         engine, most = current_engine(), current_app.config["FEDERATION_DYNAMIC_KEYS"]
-        waits = dynamic.choose(self.plan.links, engine.sizes, most)
+        if empty:  # no row is read: nothing to learn a size from, no keys to wait for
+            for leg in self.plan.legs:
+                leg.limit = 0
+                leg.sql = leg_sql(leg)
+            waits = {}
+        else:
+            waits = dynamic.choose(self.plan.links, engine.sizes, most)
         loaded = {leg.name: threading.Event() for leg in self.plan.legs}
         failed: set[str] = set()
 
@@ -194,11 +262,11 @@ class _Run:
                 # batches through ADBC (sql/native.py) when it can, the fastest way in.
                 rows = leg_runner.load(registry, child, deadline, leg, self.session,
                                        self.limits.max_leg_rows, sql)
-                if sql is None:
+                if sql is not None:
+                    dynamic.judge(leg, links, rows, engine.sizes)
+                elif not empty:
                     dynamic.learn(leg, rows, self.plan.links, self.session, engine.sizes,
                                   most)
-                else:
-                    dynamic.judge(leg, links, rows, engine.sizes)
                 leg.state = "done"
                 return rows
             except BaseException:

@@ -13,12 +13,14 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from mindsdb_sql_parser.ast import Describe, DropDatabase
+from mindsdb_sql_parser.ast import Describe, DropDatabase, DropTables
 from mindsdb_sql_parser.ast.mindsdb import AlterDatabase, CreateDatabase
 
-from ..errors import DatabaseNotFound, NameTaken
+from ..errors import DatabaseNotFound, FileNotFound, NameTaken
 from ..services import databases as database_service
+from ..services import files as file_service
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.files import FILES_SOURCE
 from . import statements, tables
 from .context import Context
 from .errors import if_clause, service_errors
@@ -97,3 +99,24 @@ def describe(statement: Describe, ctx: Context) -> Body:
             raise SqlError(ErrorCode.NOT_FOUND, f"Database not found: {name}")
         return statements.relation_body(Relation.of(tables.DATABASE_COLUMNS, rows), ctx)
     return statements.describe(statement, ctx)
+
+
+def drop_tables(statement: DropTables, ctx: Context) -> Body:
+    """``DROP TABLE files.<name>`` (mindsdb_sdk's ``files.tables.drop()``) deletes an
+    uploaded file, as DELETE /api/files/<name> does; any other table is a data source's,
+    which Quarry never changes."""
+    names = []
+    for identifier in statement.tables:
+        parts = [str(p) for p in identifier.parts]
+        in_files = len(parts) == 2 and parts[0].lower() == FILES_SOURCE or \
+            len(parts) == 1 and ctx.db.lower() == FILES_SOURCE
+        if not in_files:
+            raise SqlError(ErrorCode.READ_ONLY,
+                           "Only SELECT statements run on data sources (read-only); DROP "
+                           "TABLE is refused (DROP TABLE files.<name> deletes an uploaded "
+                           "file)")
+        names.append(parts[-1])
+    for name in names:
+        with service_errors(), if_clause(bool(statement.if_exists), FileNotFound):
+            file_service.delete_file(name)
+    return statements.ok_body(ctx)

@@ -8,6 +8,7 @@ down; then every row is predicted in one batch by the same ``predict`` as REST.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from flask import current_app
@@ -25,6 +26,7 @@ from ..errors import ModelNotFound
 from ..federation import run as federation
 from ..services import access
 from ..services import models as model_service
+from ..services.sqlviews import expand as expand_views
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import fetch_rows
 from ..sql.gate import gate
@@ -144,8 +146,10 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
         outer.offset = statement.offset
         statement.offset = None  # applied by the data source
     registry = ctx.registry
-    if source is None:  # a subquery over several data sources (app/federation/)
-        columns, rows = federation.fetch_rows(
+    if source is None:
+        # A view, or a subquery over several data sources: read through the caller's view
+        # of the data sources, on one or several (app/federation/).
+        columns, rows = federation.read_rows(
             outer.to_string(), registry, None, max_rows=current_app.config["SQL_MAX_ROWS"],
             timeout_s=None)
     else:
@@ -234,6 +238,9 @@ def _left_side(left: Any, ctx: Context) -> tuple[str | None, Any, str]:
         native = left.from_table
         left.from_table = _NativeFrom(native.query, _alias(native, "native_rows"))
         return _native_source(native, ctx), left, _alias(left, "t")
+    view = _view_side(left, ctx)
+    if view is not None:
+        return view
     if isinstance(left, Select):
         inner = left.from_table
         if isinstance(inner, Join):
@@ -262,6 +269,30 @@ def _left_side(left: Any, ctx: Context) -> tuple[str | None, Any, str]:
     raise SqlError(ErrorCode.UNSUPPORTED,
                    "A model is joined with a data source table, a subquery on one, or "
                    "source (native query) AS t")
+
+
+def _view_side(left: Any, ctx: Context) -> tuple[None, Any, str] | None:
+    """A view (``p.v AS t``), or a subquery that reads views, as the JOIN's FROM item:
+    the views replaced by their statements, read with the caller's rights on every data
+    source they name; None when ``left`` names no view."""
+    if isinstance(left, Identifier):
+        parts = [str(p) for p in left.parts]
+        if ctx.is_source(parts[0]) if len(parts) > 1 else ctx.is_source(ctx.db):
+            return None
+        alias = _alias(left, parts[-1])
+        text = Select(targets=[Star()], from_table=Identifier(parts=parts)).to_string()
+    elif isinstance(left, Select) and not isinstance(left.from_table, NativeQuery):
+        alias = _alias(left, "t")
+        inner = copy.deepcopy(left)
+        inner.alias = None
+        inner.parentheses = False
+        text = inner.to_string()
+    else:
+        return None
+    expanded = expand_views(text, ctx.db, ctx.registry)
+    if expanded is None:
+        return None
+    return None, _NativeFrom(expanded, alias), alias
 
 
 def _native_source(native: NativeQuery, ctx: Context) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from mindsdb_sql_parser.ast import (
     Describe,
     DropDatabase,
+    DropTables,
     DropView,
     Identifier,
     Join,
@@ -60,6 +61,7 @@ _HANDLERS = {
     Show: statements.show,
     CreateDatabase: databases.create_database,   # a project, or a data source with ENGINE
     DropDatabase: databases.drop_database,
+    DropTables: databases.drop_tables,
     AlterDatabase: databases.alter_database,
     CreatePredictor: statements.create_model,
     DropPredictor: statements.drop_model,

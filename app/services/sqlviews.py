@@ -1,12 +1,14 @@
 """Views: a project's named SELECT statements (CREATE VIEW p.v AS (…)), and their rules.
 
-- the statement is checked when the view is created: one read-only SELECT (a write is
-  refused then, not at first read), and the data source of ``FROM db`` must exist for the
-  caller;
+- the statement is checked when the view is created or changed, without reading a row: one
+  read-only SELECT (a write is refused then, not at first read), whose tables — of data
+  sources, uploaded files and other views, in any project — exist, whose columns resolve,
+  and whose data sources the caller may read (``check_statement``); a view that would read
+  itself, through any number of views, is refused too;
 - creating, replacing and dropping need the right to change the project; reading needs the
   right to read it, and the view's statement is then read with the reader's own rights on
-  every data source it names (it is expanded where it is named: ``mindsdb/views.py``), so a
-  view never grants more than its reader has;
+  every data source it names: it is expanded where it is named (``expand``), so a view
+  never grants more than its reader has;
 - names are unique per project (a unique key), and every change is in the audit log.
 """
 
@@ -14,14 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import delete, select
 from sqlglot import exp
 
 from ..errors import NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
 from ..extensions import db
+from ..federation import run as federation
 from ..rules.names import PROJECT_TABLES, lookup_key, name_key, validate_name
-from ..sql.errors import SqlError
+from ..sql.errors import ErrorCode, SqlError
 from ..sql.gate import check_read_only, parse_single
+from ..sql.sources import SourceRegistry
+from ..sql.syntax import parse_sqlglot
 from ..store import Project, SqlView
 from . import access, audit
 from . import databases as database_service
@@ -43,8 +49,7 @@ def create_view(project_name: str, name: str, query: str, database: str | None =
     """Create view ``project.name`` (or replace it, with ``replace``); its description."""
     validate_name("view", name)
     project = get_project(project_name, "write")
-    _check_statement(query, database)
-    _check_cycle(project.name, query, database, {(project.name.lower(), name.lower())}, 0)
+    check_statement(project.name, name, query, database)
     row = _find(project, name)
     if row is not None and not replace:
         raise NameTaken("View", name, project.name)
@@ -125,40 +130,113 @@ def update_view(project_name: str, name: str, query: str) -> dict[str, Any]:
     return create_view(project.name, row.name, query, row.database, replace=True)
 
 
-def _check_cycle(project: str, query: str, database: str | None,
-                 visiting: set[tuple[str, str]], depth: int) -> None:
-    """Unprocessable when the views ``query`` reads (in any project) read a view of
-    ``visiting`` ((project, name) in lower case): such a view could never be read.
-    ``database``: the data source bare names are in (a view made FROM db)."""
-    tree = parse_single(query, None)
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    for table in tree.find_all(exp.Table):
-        if table.catalog or not table.name or (not table.db and table.name.lower() in ctes):
-            continue
-        owner = table.db or (project if database is None else None)
-        if owner is None:
-            continue  # a bare name of a view made FROM db: a table of that data source
-        key = (owner.lower(), table.name.lower())
-        if key in visiting or depth >= MAX_DEPTH:
-            raise Unprocessable(f"View {owner}.{table.name} reads itself",
-                                title="Invalid view")
-        view = find_view(owner, table.name)
-        if view is not None:
-            _check_cycle(owner, view["query"], view["database"], visiting | {key}, depth + 1)
-
-
-def _check_statement(query: str, database: str | None) -> None:
+def expand(query: str, db: str | None, registry: SourceRegistry) -> str | None:
+    """``query`` with every view it names replaced by its SELECT (``SELECT … FROM p.v``
+    becomes ``SELECT … FROM (<v's SELECT>) AS v``), or None when it names no view. ``db``:
+    the project bare names are in. The views are those the caller may read; SqlError for a
+    view that reads itself."""
     try:
-        statement = parse_single(query, None)
-        check_read_only(statement, None)
+        parsed = parse_sqlglot(query, None)
+    except SqlError:
+        return None
+    if len(parsed) != 1 or parsed[0] is None or not list(parsed[0].find_all(exp.Table)):
+        return None
+    tree = parsed[0]
+    if not _replace_views(tree, db, None, registry, set(), 0):
+        return None
+    return tree.sql()
+
+
+def check_statement(project: str, name: str, query: str, database: str | None) -> None:
+    """Unprocessable unless the statement of view ``project.name`` (made ``FROM database``)
+    can be read by the caller: checked as running it would check it, its columns read and
+    none of its rows."""
+    try:
+        check_read_only(parse_single(query, None), None)
     except SqlError as exc:
         raise Unprocessable(f"The view's statement is refused: {exc.message}",
                             title="Invalid view") from None
-    if database is not None:
-        registry = access.queryable_sources()
-        if registry.get(database) is None:
-            raise Unprocessable(f"Data source '{database}' does not exist",
-                                title="Invalid view")
+    registry = access.queryable_sources()
+    if database is not None and registry.get(database) is None:
+        raise Unprocessable(f"Data source '{database}' does not exist", title="Invalid view")
+    try:
+        tree = _expanded(query, project, database, registry,
+                         {(project.lower(), name.lower())}, 0)
+        _check_project_tables(tree, registry)
+        # Described as it is read: SELECT … FROM p.v is SELECT … FROM (<v's SELECT>) AS v
+        # (MariaDB refuses such a derived table with two columns of one name).
+        read = exp.select("*").from_(exp.Subquery(
+            this=tree, alias=exp.TableAlias(this=exp.to_identifier(name))))
+        federation.query_columns(read.sql(), registry, None,
+                                 timeout_s=current_app.config["SQL_TIMEOUT_S"])
+    except SqlError as exc:
+        raise Unprocessable(f"The view's statement cannot be read: {exc.message}",
+                            title="Invalid view") from None
+
+
+def _check_project_tables(tree: exp.Expression, registry: SourceRegistry) -> None:
+    """After expansion, a table named in a project is no view: say so (rather than that
+    the project is no data source)."""
+    for table in tree.find_all(exp.Table):
+        owner = table.db
+        if not owner or table.catalog or registry.get(owner) is not None:
+            continue
+        try:
+            get_project(owner, "read")
+        except ProjectNotFound:
+            continue  # no project either: the data path names the unknown source
+        raise SqlError(ErrorCode.UNKNOWN_TABLE,
+                       f"Table not found: {owner}.{table.name} (project {owner} has no view "
+                       "of that name; a view reads data sources, files and other views)")
+
+
+def _expanded(query: str, project: str, database: str | None, registry: SourceRegistry,
+              visiting: set[tuple[str, str]], depth: int) -> exp.Expression:
+    try:
+        parsed = parse_sqlglot(query, None)
+    except SqlError as exc:
+        raise SqlError(ErrorCode.INVALID_STATEMENT,
+                       f"The view's statement cannot be read: {exc.message}") from None
+    if len(parsed) != 1 or parsed[0] is None:
+        raise SqlError(ErrorCode.INVALID_STATEMENT, "A view holds exactly one SELECT")
+    tree = parsed[0]
+    _replace_views(tree, project, database, registry, visiting, depth)
+    return tree
+
+
+def _replace_views(tree: exp.Expression, db: str | None, database: str | None,
+                   registry: SourceRegistry, visiting: set[tuple[str, str]],
+                   depth: int) -> bool:
+    """Replace the views ``tree`` names, in place; whether it named any. ``database``: the
+    data source bare table names are in (CREATE VIEW … FROM db). ``visiting``: the views
+    (project, name) in lower case being expanded, which none may read again."""
+    changed = False
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    for table in list(tree.find_all(exp.Table)):
+        if table.catalog or not table.name:
+            continue
+        if not table.db and table.name.lower() in ctes:
+            continue
+        project = table.db or (db if database is None else None)
+        key = ((project or "").lower(), table.name.lower())
+        if key in visiting or depth >= MAX_DEPTH:
+            raise SqlError(ErrorCode.INVALID_STATEMENT,
+                           f"View {project}.{table.name} reads itself (through "
+                           f"{', '.join('.'.join(k) for k in sorted(visiting))})")
+        view = find_view(project, table.name) \
+            if project and registry.get(project) is None else None
+        if view is None:
+            if database is not None and not table.db:
+                table.set("db", exp.to_identifier(database))  # the FROM db of the view
+                changed = True
+            continue
+        inner = _expanded(view["query"], project, view["database"], registry,
+                          visiting | {key}, depth + 1)
+        alias = table.alias or table.name
+        table.replace(exp.Subquery(this=inner, alias=exp.TableAlias(
+            this=exp.to_identifier(alias))))
+        changed = True
+    return changed
 
 
 def _find(project: Project, name: str) -> SqlView | None:

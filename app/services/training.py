@@ -32,14 +32,13 @@ from ..federation import run as federation
 from ..rules.names import PROJECT_TABLES, name_key, validate_name
 from ..schemas.models import TrainingOptions
 from ..sql.errors import SqlError
-from ..sql.execute import fetch_rows, query_columns
-from ..sql.files import FILES_DIALECT, FILES_SOURCE
 from ..sql.gate import gate
 from ..sql.sources import SourceRegistry, current_sources
 from ..store import MLModel
 from ..store.types import utcnow
 from ..telemetry import current_metrics
 from . import access, audit
+from . import sqlviews as view_service
 from .common import Raced, commit, retried_on_race
 from .lookup import taken_or_gone
 from .models import delete_versions, find_model, lock_versions, split_ref
@@ -128,8 +127,12 @@ def retrain_model(spec: RetrainSpec) -> MLModel:
                         model=versions[0].name, version=busy[0].version)
     base = _base_version(versions, spec)
     model = _next_version(project, base, versions, spec)
-    # The training query runs later, in the background, without the caller: check now.
-    access.require_source(model.data_source)
+    # The training query runs later, in the background, without the caller: check now,
+    # every data source it reads (a view's statement may name several).
+    for source in _sources_read(model):
+        if not access.may_query(source):
+            db.session.rollback()  # the versions' locks go first
+            access.require_source(source)
     db.session.add(model)
     name = base.name
     audit.record_change("model", "finetune" if spec.finetune else "retrain",
@@ -143,6 +146,15 @@ def retrain_model(spec: RetrainSpec) -> MLModel:
     return _launch(model)
 
 
+def _sources_read(model: MLModel) -> list[str]:
+    try:
+        named = federation.sources_named(model.fetch_data_query, current_sources(),
+                                         model.data_source)
+    except SqlError:  # a source removed since: the run reports it, as for one source
+        named = []
+    return named or [model.data_source]
+
+
 def _check_new_query(project: Any, spec: RetrainSpec) -> None:
     """The new training query checked as CREATE MODEL's is, before any lock is taken: the
     data source is asked for its columns, which the store's locks must not wait for."""
@@ -150,10 +162,10 @@ def _check_new_query(project: Any, spec: RetrainSpec) -> None:
     if base is None:
         raise ModelNotFound(spec.name if spec.version is None else
                             f"{spec.name}.{spec.version}", project.name)
-    source = _source_name(TrainingSpec(project=spec.project, name=base.name,
-                                       target=base.predict, query=spec.query or "",
-                                       source=spec.source))
-    check_training_query(source, spec.query or "",
+    source, query = training_data(TrainingSpec(project=spec.project, name=base.name,
+                                               target=base.predict, query=spec.query or "",
+                                               source=spec.source))
+    check_training_query(source, query,
                          (base.training_options or {}).get("target", base.predict),
                          (base.training_options or {}).get("timeseries"))
 
@@ -186,10 +198,9 @@ def _next_version(project: Any, base: MLModel, versions: list[MLModel],
     if stored.get("timeseries") is not None:  # a new version forecasts as the base did
         options["timeseries"] = stored["timeseries"]
     if spec.query is not None:
-        query = spec.query
-        source = _source_name(TrainingSpec(project=spec.project, name=base.name,
-                                           target=base.predict, query=spec.query,
-                                           source=spec.source))
+        source, query = training_data(TrainingSpec(project=spec.project, name=base.name,
+                                                   target=base.predict, query=spec.query,
+                                                   source=spec.source))
     elif spec.source is not None:
         raise Unprocessable("FROM <data source> needs a query: FROM demo (SELECT …)",
                             title="Training data missing")
@@ -279,7 +290,7 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
     options: dict[str, Any] = {"target": spec.target, "using": training_options(spec.using)}
     if spec.timeseries is not None:
         options["timeseries"] = spec.timeseries
-    source = _source_name(spec)
+    source, query = training_data(spec)
     # The training query runs later, in the background, without the caller: check now.
     access.require_source(source)
     if spec.if_not_exists and not spec.replace:
@@ -288,19 +299,19 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
             return existing, False
     # Before anything is written (OR REPLACE's delete too): a query that cannot train is
     # refused here, not recorded as a model in status error.
-    check_training_query(source, spec.query, spec.target, spec.timeseries)
+    check_training_query(source, query, spec.target, spec.timeseries)
     if spec.replace:
         delete_versions(project.id, name)
 
     model = MLModel(project_id=project.id, name=name, name_key=name_key(name),
                     version=1, active=True, status="generating", predict=spec.target,
                     engine=options["using"].get("engine", "sklearn"), data_source=source,
-                    fetch_data_query=spec.query, training_options=options,
+                    fetch_data_query=query, training_options=options,
                     trainer=current_app.extensions["quarry.trainer"].ident,
                     heartbeat_at=utcnow(), progress={"phase": "queued", "rows_read": 0})
     db.session.add(model)
     audit.record_change("model", "create", f"{project.name}.{name}", None,
-                        {"predict": spec.target, "data_source": source, "query": spec.query,
+                        {"predict": spec.target, "data_source": source, "query": query,
                          "using": options["using"]})
     project_name = project.name
     try:
@@ -313,6 +324,32 @@ def _record_model(spec: TrainingSpec) -> tuple[MLModel, bool]:
             raise Raced from None
         raise
     return model, True
+
+
+def training_data(spec: TrainingSpec) -> tuple[str, str]:
+    """(the data source, the query) the model trains from. The views the query names are
+    replaced by their statements, read as the caller sees them: ``FROM p (SELECT * FROM
+    v)`` — what mindsdb_sdk sends for a view — and ``FROM (SELECT * FROM p.v)`` train from
+    the data sources the view reads (its first one is the model's data source). The
+    expanded statement is the one stored: a RETRAIN reads what was checked now."""
+    registry = access.queryable_sources()
+    in_source = spec.source is not None and registry.get(spec.source) is not None
+    expanded = view_service.expand(spec.query, None if in_source else
+                                   (spec.source or spec.project), registry) \
+        if spec.query else None
+    if expanded is None:
+        return _source_name(spec), spec.query
+    if in_source:
+        return registry.require(spec.source).name, expanded
+    try:
+        named = federation.sources_named(expanded, registry)
+    except SqlError as exc:
+        raise Unprocessable(f"The training query cannot be run: {exc.message}",
+                            title="Invalid training query") from None
+    if not named:
+        raise Unprocessable("The training query reads no data source: the views it names "
+                            "read none", title="Training data missing")
+    return named[0], expanded
 
 
 def _source_name(spec: TrainingSpec) -> str:
@@ -338,16 +375,9 @@ def check_training_query(source: str, query: str, target: str,
     the caller's view of the data sources, as POST /api/sql/query would run it."""
     registry = access.queryable_sources()
     try:
-        found = registry.get(source)
-        if found is not None and found.dialect == FILES_DIALECT:
-            # Uploaded files have no database: the engine reads none of their rows here.
-            columns, _ = federation.fetch_rows(
-                f"SELECT * FROM ({query.strip().rstrip(';')}) AS quarry_columns LIMIT 0",
-                registry, registry.require(FILES_SOURCE), max_rows=0,
-                timeout_s=current_app.config["SQL_TIMEOUT_S"])
-        else:
-            columns = query_columns(source, query, registry=registry,
-                                    timeout_s=current_app.config["SQL_TIMEOUT_S"])
+        # On one data source or several (a view's, files): no row is read.
+        columns = federation.query_columns(query, registry, source,
+                                           timeout_s=current_app.config["SQL_TIMEOUT_S"])
     except SqlError as exc:
         raise Unprocessable(f"The training query cannot be run: {exc.message}",
                             title="Invalid training query") from None
@@ -515,14 +545,9 @@ def _read_frame(source: str, query: str, sample_rows: int | None) -> pd.DataFram
     if sample_rows:
         query = f"SELECT * FROM ({query.strip().rstrip(';')}) AS training_rows " \
                 f"LIMIT {min(int(sample_rows), cap)}"
-    registry = current_sources()
-    if registry.require(source).dialect == FILES_DIALECT:
-        columns, rows = federation.fetch_rows(query, registry, registry.require(FILES_SOURCE),
-                                              max_rows=cap,
-                                              timeout_s=current_app.config["SQL_TIMEOUT_S"])
-    else:
-        columns, rows = fetch_rows(source, query, max_rows=cap,
-                                   timeout_s=current_app.config["SQL_TIMEOUT_S"])
+    # Files and the statements of views over several sources are read by the engine.
+    columns, rows = federation.read_rows(query, current_sources(), source, max_rows=cap,
+                                         timeout_s=current_app.config["SQL_TIMEOUT_S"])
     return pd.DataFrame.from_records(rows, columns=columns)
 
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
+from sqlglot import exp
 
 from .errors import ErrorCode, NativeError, SqlError
-from .gate import gate
+from .gate import gate, parse_single
 from .roles import check_on_use
 from .running import Statement, marked
 from .sources import DataSource, SourceRegistry, current_sources
@@ -533,25 +534,43 @@ def fetch_rows(source: str, select_sql: str, *, max_rows: int, timeout_s: float 
 
 
 def query_columns(source: str | None, select_sql: str, *, registry: SourceRegistry,
-                  timeout_s: float | None = None) -> list[str]:
+                  timeout_s: float | None = None, allow_constant: bool = False) -> list[str]:
     """The names of the columns ``select_sql`` returns on data source ``source``, without
-    reading its rows; raises SqlError as running it would (gate, grants, unknown table …).
+    reading its rows; raises SqlError as running it would (gate, grants, unknown table or
+    column …).
 
-    The gated statement is wrapped in ``SELECT * FROM (…) LIMIT 0``, gated again and run on
-    the read-only path: the database plans it and describes the result, and stops before
-    the first row (PostgreSQL's Limit node, MariaDB's "zero limit" and SQLite's limit
-    counter all skip the scan), so a query over millions of rows answers at once.
+    The gated statement is run on the read-only path with ``LIMIT 0`` (``zero_rows``): the
+    database plans it and describes the result, and stops before the first row
+    (PostgreSQL's Limit node, MariaDB's "zero limit" and SQLite's limit counter all skip
+    the scan), so a query over millions of rows answers at once. ``allow_constant``: a
+    statement that names no table (``SELECT 1 AS x``) is described too, else refused.
     """
     data_source = registry.require(source) if source is not None else None
     gated = gate(select_sql, registry, data_source.name if data_source else None)
-    target = gated.source or data_source
+    target = gated.source or data_source or (registry.constants if allow_constant else None)
     if target is None:
         raise SqlError(ErrorCode.UNKNOWN_TABLE, "The query names no data source")
     bind_params(None, gated.param_names)  # a :name has no value here: MISSING_PARAMETER
-    # The inner text is the gate's rendering (one statement, no comments): it cannot close
-    # the parentheses early or comment out the LIMIT.
-    probe = gate(f"SELECT * FROM ({gated.sql}) AS quarry_columns LIMIT 0", registry,
-                 target.name)
+    probe = gate(zero_rows(gated.sql, target.sqlglot_dialect), registry,
+                 target.name or None)
     result = run_statement(probe.source or target, probe.sql, None, probe.param_names,
                            timeout_s=effective_timeout(target, timeout_s), max_rows=0)
     return result.columns
+
+
+def zero_rows(sql: str, dialect: str) -> str:
+    """``sql`` (one statement the gate wrote) asking for no row: its own LIMIT set to 0.
+
+    On the statement itself, not on a derived table around it: MariaDB refuses a derived
+    table with two columns of one name (``SELECT a.id, b.id …``), which is a fine answer
+    to describe. A statement without a LIMIT clause of its own (VALUES) is wrapped instead;
+    the gate's rendering has no comment to close the parenthesis early.
+    """
+    tree = parse_single(sql, dialect)
+    while isinstance(tree, exp.Subquery) and not tree.alias and \
+            isinstance(tree.this, exp.Select | exp.SetOperation | exp.Subquery):
+        tree = tree.this
+    if isinstance(tree, exp.Select | exp.SetOperation):
+        tree.set("limit", exp.Limit(expression=exp.Literal.number(0)))
+        return tree.sql(dialect=dialect, comments=False)
+    return f"SELECT * FROM (\n{sql}\n) AS quarry_columns LIMIT 0"

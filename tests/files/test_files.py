@@ -159,6 +159,22 @@ def test_delete_removes_the_file_then_404(client, files_dir):
     assert body["type"] == "error" and "files.rentals" in body["error_message"]
 
 
+def test_drop_table_in_files_deletes_the_file_as_mindsdb_sdk_sends_it(client, files_dir):
+    assert put(client, "rentals", RENTALS).status_code == 200
+    assert sql(client, "DROP TABLE files.rentals")["type"] == "ok"
+    assert stored(files_dir) == [] and client.get("/api/files/").get_json() == []
+    missing = sql(client, "DROP TABLE files.rentals")
+    assert missing["type"] == "error" and "rentals" in missing["error_message"], missing
+    assert sql(client, "DROP TABLE IF EXISTS files.rentals")["type"] == "ok"
+    assert put(client, "rentals", RENTALS).status_code == 200
+    refused = sql(client, "DROP TABLE demo.iris")
+    assert refused["type"] == "error" and "read-only" in refused["error_message"], refused
+    response = client.post("/api/sql/query", json={"query": "DROP TABLE rentals",
+                                                   "context": {"db": "files"}})
+    assert response.get_json()["type"] == "ok"
+    assert stored(files_dir) == []
+
+
 def test_uploads_and_deletes_are_in_the_audit_log(client):
     assert put(client, "rentals", RENTALS).status_code == 200
     assert client.delete("/api/files/rentals").status_code == 204

@@ -39,6 +39,21 @@ def test_missing_predict_column_is_refused_without_running_the_query(project, so
 
 
 @pytest.mark.parametrize("source", ["pg", "maria"])
+def test_two_columns_of_one_name_are_read_without_running_the_query(project, source):
+    # The LIMIT 0 goes on the statement itself: MariaDB refuses a derived table around it
+    # ("Duplicate column name 'n'"), which a training query may well be.
+    client, name = project
+    response = client.post(f"/api/projects/{name}/models", json={
+        "query": f"CREATE MODEL {name}.m FROM {source} "
+                 "(SELECT a.n, b.n, a.y FROM big a, big b, big c, big d) PREDICT x"})
+    assert_problem(response, 422, "'x'", "n, n, y")
+    accepted = client.post(f"/api/projects/{name}/models", json={
+        "query": f"CREATE MODEL {name}.m FROM {source} (SELECT a.n, b.n, a.y FROM big a "
+                 "JOIN big b ON b.n = a.n ORDER BY a.n LIMIT 10) PREDICT y"})
+    assert accepted.status_code in (200, 201), accepted.get_json()
+
+
+@pytest.mark.parametrize("source", ["pg", "maria"])
 @pytest.mark.parametrize("select, words", [
     ("DELETE FROM big", ["delete"]),
     ("UPDATE big SET y = 0", ["update"]),
