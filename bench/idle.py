@@ -1,15 +1,29 @@
 """The default deployment at rest: memory (PSS) after a few requests, and SELECT 1 latency.
 
-    .venv/bin/python bench/idle.py [--workers 3] [--requests 2000] [--baseline DIR]
+    .venv/bin/python bench/idle.py [--workers 3] [--rounds 6] [--seconds 5] [--client auto]
+                                   [--baseline DIR]
 
 Serves Quarry as ``make serve`` does (gunicorn.conf.py, its default settings: a SQLite store
-in a fresh instance folder, scikit-learn preloaded), with ``--workers`` workers (3, as on a
-machine of 2 cores). Sends a few requests to the common routes through every worker, then
-prints the PSS of the master and each worker (/proc/<pid>/smaps_rollup: shared pages divided
-among their sharers, so the sum is what the group uses) and the latency of
-``POST /api/sql/query {"query": "SELECT 1"}`` under 8 concurrent clients (keep-alive,
-``--requests`` in all): median and p99. ``--baseline DIR`` does the same for the Quarry in
-DIR, served at the same time, and the latency rounds of the two alternate.
+in a fresh instance folder, the demo source), with ``--workers`` workers (3, as on a machine
+of 2 cores). Sends a few requests to the common routes through every worker, then prints the
+PSS of the master and each worker (/proc/<pid>/smaps_rollup: shared pages divided among their
+sharers, so the sum is what the group uses) and the latency of
+``POST /api/sql/query {"query": "SELECT 1"}`` under 8 concurrent clients, each sending its
+next request as soon as its answer is in (keep-alive): median, p90-p99 and max, requests per
+second, and the CPU time the server's processes spent per request (from /proc/<pid>/stat:
+the figure the machine's other load disturbs least).
+
+The clients: ``wrk`` (``apt-get install wrk``; one thread, 8 connections) when it is
+installed, or with ``--client python``, 8 Python threads with ``http.client``. The Python
+clients take a good part of the 2 cores themselves (the interpreter's own time per request is
+close to the server's), which lengthens the server's queue: compare figures of one client.
+With ``wrk`` each round runs ``--seconds``; its percentiles are per round, and the table
+shows their median over the rounds (and the worst round's p99). The Python client sends
+``--requests`` in all.
+
+``--baseline DIR`` does the same for the Quarry in DIR (e.g. ``git worktree add`` or
+``git archive`` of another commit), served at the same time; the rounds of the two alternate,
+so that the machine's other load falls on both alike.
 """
 
 from __future__ import annotations
@@ -17,8 +31,11 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -109,18 +126,94 @@ def latencies(server: Server, requests: int, clients: int = 8) -> list[float]:
     return samples
 
 
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.body = '{"query": "SELECT 1"}'
+wrk.headers["Content-Type"] = "application/json"
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('{"requests": %d, "duration_us": %d, "errors": %d, "non_2xx": %d, '
+    .. '"p50": %d, "p90": %d, "p95": %d, "p98": %d, "p99": %d, "max": %d}\\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
+    latency:percentile(50), latency:percentile(90), latency:percentile(95),
+    latency:percentile(98), latency:percentile(99), latency.max))
+end
+"""
+
+
+def cpu_ticks(server: Server) -> int:
+    """User and system CPU of the master and its workers, in clock ticks."""
+    total = 0
+    for pid in [server.pid, *server.worker_pids()]:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total
+
+
+def wrk_round(server: Server, script: str, seconds: float) -> dict[str, float]:
+    done = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds:g}s", "-s", script,
+                           f"{server.url}/api/sql/query"],
+                          capture_output=True, text=True, timeout=seconds + 60)
+    line = [x for x in done.stdout.splitlines() if x.startswith("{")]
+    if done.returncode != 0 or not line:
+        raise SystemExit(f"wrk failed: {done.stdout}{done.stderr}")
+    result = json.loads(line[-1])
+    if result["errors"] or result["non_2xx"]:
+        raise SystemExit(f"SELECT 1 failed under wrk: {result}")
+    return result
+
+
+def python_round(server: Server, requests: int) -> dict[str, float]:
+    started = time.perf_counter()
+    values = sorted(latencies(server, requests))
+    duration = time.perf_counter() - started
+
+    def at(q: float) -> float:
+        return values[min(len(values) - 1, int(q * len(values)))] * 1e6
+
+    return {"requests": len(values), "duration_us": duration * 1e6,
+            "p50": statistics.median(values) * 1e6, "p90": at(0.9), "p95": at(0.95),
+            "p98": at(0.98), "p99": at(0.99), "max": values[-1] * 1e6}
+
+
+def measure(server: Server, run_round) -> dict[str, float]:
+    before = cpu_ticks(server)
+    result = run_round(server)
+    result["cpu_ms"] = (cpu_ticks(server) - before) * 1000 / os.sysconf("SC_CLK_TCK")
+    return result
+
+
+def report(name: str, client: str, rounds: list[dict[str, float]]) -> None:
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in rounds) / 1000
+
+    requests = sum(r["requests"] for r in rounds)
+    rate = requests / (sum(r["duration_us"] for r in rounds) / 1e6)
+    cpu = sum(r["cpu_ms"] for r in rounds) / requests
+    print(f"{name}: SELECT 1, 8 clients ({client}), {len(rounds)} rounds, {requests} requests: "
+          f"median {med('p50'):.1f} ms, p90 {med('p90'):.1f}, p95 {med('p95'):.1f}, "
+          f"p98 {med('p98'):.1f}, p99 {med('p99'):.1f} (worst round "
+          f"{max(r['p99'] for r in rounds) / 1000:.1f}), max "
+          f"{max(r['max'] for r in rounds) / 1000:.1f} ms; {rate:.0f} requests/s; "
+          f"server CPU {cpu:.2f} ms per request")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", default="3")
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--client", choices=("auto", "wrk", "python"), default="auto")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--seconds", type=float, default=5, help="per round (wrk)")
+    parser.add_argument("--requests", type=int, default=2000, help="in all (python)")
     parser.add_argument("--baseline", help="another Quarry checkout, served beside this one")
     args = parser.parse_args()
+    client = args.client
+    if client == "auto":
+        client = "wrk" if shutil.which("wrk") else "python"
+    print(f"load average {os.getloadavg()[0]:.2f} at the start; client: {client}")
     with tempfile.TemporaryDirectory(prefix="quarry-idle-") as work, ExitStack() as stack:
         roots = {"quarry": None}
         if args.baseline:
@@ -143,18 +236,27 @@ def main() -> None:
         for name, server in servers.items():
             print(f"{name}: after the common routes")
             memory(server)
-        samples: dict[str, list[float]] = {name: [] for name in servers}
-        for _ in range(args.rounds):
-            for name, server in servers.items():
-                samples[name] += latencies(server, args.requests // args.rounds)
-        for name, values in samples.items():
-            ordered = sorted(values)
-            at = {q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-                  for q in (0.9, 0.95, 0.98)}
-            print(f"{name}: SELECT 1, 8 clients, {len(values)} requests: median "
-                  f"{statistics.median(values) * 1000:.1f} ms, p90 {at[0.9]:.1f}, "
-                  f"p95 {at[0.95]:.1f}, p98 {at[0.98]:.1f}, p99 {p99(values) * 1000:.1f}, "
-                  f"max {ordered[-1] * 1000:.1f} ms")
+        if client == "wrk":
+            script = str(Path(work) / "select1.lua")
+            Path(script).write_text(WRK_SCRIPT)
+            for server in servers.values():
+                wrk_round(server, script, 1)  # warm-up: every thread of every worker
+
+            def run_round(server: Server) -> dict[str, float]:
+                return wrk_round(server, script, args.seconds)
+        else:
+            def run_round(server: Server) -> dict[str, float]:
+                return python_round(server, args.requests // args.rounds)
+        results: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
+        for i in range(args.rounds):
+            order = list(servers.items())
+            if i % 2:
+                order.reverse()  # neither always first after the other's round
+            for name, server in order:
+                results[name].append(measure(server, run_round))
+        for name, rounds in results.items():
+            report(name, client, rounds)
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
         for name, server in servers.items():
             print(f"{name}: after the latency rounds")
             memory(server)
