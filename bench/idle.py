@@ -33,9 +33,7 @@ import http.client
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _load import cpu_ticks, have_wrk, summary, summary_text, wrk_round, wrk_script  # noqa: E402
 from _server import Server, migrate, quarry_env, serving  # noqa: E402
 
 ROUTES = [("GET", "/api/status", None), ("GET", "/", None), ("GET", "/api/projects", None),
@@ -126,47 +125,8 @@ def latencies(server: Server, requests: int, clients: int = 8) -> list[float]:
     return samples
 
 
-WRK_SCRIPT = """
-wrk.method = "POST"
-wrk.body = '{"query": "SELECT 1"}'
-wrk.headers["Content-Type"] = "application/json"
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('{"requests": %d, "duration_us": %d, "errors": %d, "non_2xx": %d, '
-    .. '"p50": %d, "p90": %d, "p95": %d, "p98": %d, "p99": %d, "max": %d}\\n',
-    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
-    latency:percentile(50), latency:percentile(90), latency:percentile(95),
-    latency:percentile(98), latency:percentile(99), latency.max))
-end
-"""
-
-
-def cpu_ticks(server: Server) -> int:
-    """User and system CPU of the master and its workers, in clock ticks."""
-    total = 0
-    for pid in [server.pid, *server.worker_pids()]:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total
-
-
-def wrk_round(server: Server, script: str, seconds: float) -> dict[str, float]:
-    done = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds:g}s", "-s", script,
-                           f"{server.url}/api/sql/query"],
-                          capture_output=True, text=True, timeout=seconds + 60)
-    line = [x for x in done.stdout.splitlines() if x.startswith("{")]
-    if done.returncode != 0 or not line:
-        raise SystemExit(f"wrk failed: {done.stdout}{done.stderr}")
-    result = json.loads(line[-1])
-    if result["errors"] or result["non_2xx"]:
-        raise SystemExit(f"SELECT 1 failed under wrk: {result}")
-    return result
-
-
 def python_round(server: Server, requests: int) -> dict[str, float]:
+    before = cpu_ticks(server_pids(server))
     started = time.perf_counter()
     values = sorted(latencies(server, requests))
     duration = time.perf_counter() - started
@@ -176,29 +136,13 @@ def python_round(server: Server, requests: int) -> dict[str, float]:
 
     return {"requests": len(values), "duration_us": duration * 1e6,
             "p50": statistics.median(values) * 1e6, "p90": at(0.9), "p95": at(0.95),
-            "p98": at(0.98), "p99": at(0.99), "max": values[-1] * 1e6}
+            "p98": at(0.98), "p99": at(0.99), "max": values[-1] * 1e6,
+            "cpu_ms": (cpu_ticks(server_pids(server)) - before) * 1000
+            / os.sysconf("SC_CLK_TCK")}
 
 
-def measure(server: Server, run_round) -> dict[str, float]:
-    before = cpu_ticks(server)
-    result = run_round(server)
-    result["cpu_ms"] = (cpu_ticks(server) - before) * 1000 / os.sysconf("SC_CLK_TCK")
-    return result
-
-
-def report(name: str, client: str, rounds: list[dict[str, float]]) -> None:
-    def med(key: str) -> float:
-        return statistics.median(r[key] for r in rounds) / 1000
-
-    requests = sum(r["requests"] for r in rounds)
-    rate = requests / (sum(r["duration_us"] for r in rounds) / 1e6)
-    cpu = sum(r["cpu_ms"] for r in rounds) / requests
-    print(f"{name}: SELECT 1, 8 clients ({client}), {len(rounds)} rounds, {requests} requests: "
-          f"median {med('p50'):.1f} ms, p90 {med('p90'):.1f}, p95 {med('p95'):.1f}, "
-          f"p98 {med('p98'):.1f}, p99 {med('p99'):.1f} (worst round "
-          f"{max(r['p99'] for r in rounds) / 1000:.1f}), max "
-          f"{max(r['max'] for r in rounds) / 1000:.1f} ms; {rate:.0f} requests/s; "
-          f"server CPU {cpu:.2f} ms per request")
+def server_pids(server: Server) -> list[int]:
+    return [server.pid, *server.worker_pids()]
 
 
 def main() -> None:
@@ -212,7 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     client = args.client
     if client == "auto":
-        client = "wrk" if shutil.which("wrk") else "python"
+        client = "wrk" if have_wrk() else "python"
     print(f"load average {os.getloadavg()[0]:.2f} at the start; client: {client}")
     with tempfile.TemporaryDirectory(prefix="quarry-idle-") as work, ExitStack() as stack:
         roots = {"quarry": None}
@@ -237,13 +181,13 @@ def main() -> None:
             print(f"{name}: after the common routes")
             memory(server)
         if client == "wrk":
-            script = str(Path(work) / "select1.lua")
-            Path(script).write_text(WRK_SCRIPT)
-            for server in servers.values():
-                wrk_round(server, script, 1)  # warm-up: every thread of every worker
+            script = wrk_script(Path(work) / "select1.lua", SELECT_1)
+            for server in servers.values():  # warm-up: every thread of every worker
+                wrk_round(f"{server.url}/api/sql/query", script, 1, [])
 
             def run_round(server: Server) -> dict[str, float]:
-                return wrk_round(server, script, args.seconds)
+                return wrk_round(f"{server.url}/api/sql/query", script, args.seconds,
+                                 server_pids(server))
         else:
             def run_round(server: Server) -> dict[str, float]:
                 return python_round(server, args.requests // args.rounds)
@@ -253,9 +197,10 @@ def main() -> None:
             if i % 2:
                 order.reverse()  # neither always first after the other's round
             for name, server in order:
-                results[name].append(measure(server, run_round))
+                results[name].append(run_round(server))
         for name, rounds in results.items():
-            report(name, client, rounds)
+            print(f"{name}: SELECT 1, 8 clients ({client}), {len(rounds)} rounds, "
+                  + summary_text(summary(rounds)))
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
         for name, server in servers.items():
             print(f"{name}: after the latency rounds")
