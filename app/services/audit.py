@@ -41,7 +41,13 @@ from typing import Any
 import psycopg
 from flask import Flask, current_app, g, has_app_context, has_request_context
 from sqlalchemy import Connection, Engine, bindparam, delete, event, func, select, update
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    InterfaceError,
+    NoResultFound,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session
 
 from ..errors import OUTAGE_KEY, Unprocessable, store_error_line
@@ -397,6 +403,7 @@ class SqliteWrites:
         self._conn: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self._pid: int | None = None
+        self._inherited: list[tuple[sqlite3.Connection, int | None]] = []
         self._compiled: dict[int, tuple[str, tuple[str, ...], dict[str, Any], dict[str, Any]]] \
             = {}
 
@@ -419,11 +426,11 @@ class SqliteWrites:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    record_id = None
+                    first = None
                     for statement, params in steps:
                         rows = conn.execute(*self._bound(statement, params)).fetchall()
-                        if record_id is None:
-                            record_id = rows[0][0]
+                        if first is None:
+                            first = rows
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -438,7 +445,9 @@ class SqliteWrites:
         outage = current_app.extensions.get(OUTAGE_KEY) if has_app_context() else None
         if outage is not None:
             outage.answered()
-        return record_id
+        if not first:  # an update of a record pruned meanwhile: as SQLAlchemy's scalar_one
+            raise NoResultFound("the audit record is gone")
+        return first[0][0]
 
     def _bound(self, statement: Any, params: dict[str, Any]) -> tuple[str, list[Any]]:
         found = self._compiled.get(id(statement))
@@ -464,8 +473,10 @@ class SqliteWrites:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        # A connection of the master, inherited through the fork, is left alone (closing
-        # it here would release the master's locks on the file): this process opens its own.
+        if self._conn is not None:
+            # The parent's, inherited through a fork: kept, never closed or used here (SQLite
+            # must not close a connection in another process than the one that opened it).
+            self._inherited.append((self._conn, self._lock_fd))
         conn = sqlite3.connect(self._path, timeout=30, isolation_level=None,
                                check_same_thread=False)
         try:
