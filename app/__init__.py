@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from flask import Flask
+from flask.sessions import SessionInterface
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DisconnectionError
@@ -74,6 +75,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         OPENAPI_JSON_PATH="openapi.json",
     )
     app.json = JSONProvider(app)
+    app.session_interface = NoSessions()
 
     db.init_app(app)
     # Registered after flask-sqlalchemy's teardown, so it runs before it (Flask runs them
@@ -111,6 +113,19 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     register_console(app)
     register_cli(app)
     return app
+
+
+class NoSessions(SessionInterface):
+    """Quarry keeps nothing in Flask's session: its sign-in cookie is its own (security.py;
+    the same name, another signature). Flask's cookie session built a signing serializer
+    and checked the cookie's signature on every request for nothing; here ``session`` is
+    Flask's null session (empty; a write raises)."""
+
+    def open_session(self, app: Flask, request: Any) -> Any:
+        return self.make_null_session(app)
+
+    def save_session(self, app: Flask, session: Any, response: Any) -> None:
+        return None
 
 
 def _configure_logging(app: Flask) -> None:

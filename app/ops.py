@@ -94,10 +94,10 @@ def _count_request(response: Response) -> Response:
     # By route pattern, never the raw path: one series per route, not per project name.
     route = request.url_rule.rule if request.url_rule is not None else "(no route)"
     metrics = current_metrics()
-    metrics.requests.labels(route, request.method, str(response.status_code)).inc()
+    metrics.series(metrics.requests, route, request.method, str(response.status_code)).inc()
     started = g.get("request_started")
     if started is not None:
-        metrics.request_seconds.labels(route, request.method).observe(
+        metrics.series(metrics.request_seconds, route, request.method).observe(
             time.perf_counter() - started)
     return response
 

@@ -21,6 +21,14 @@ by **bare**); the table shows the median of those per-round ratios and, in brack
 10th–90th percentile (the spread). ``ms`` is the median over every request of every round.
 
     .venv/bin/python bench/access.py [--stores sqlite,postgresql] [--rounds 15] [--batch 40]
+
+With ``--clients 8`` it measures instead ``SELECT 1`` from 8 clients at once (``wrk``, see
+bench/_load.py) against two instances of the default deployment (its workers and threads),
+sign-in off and the admin's token, in ``--rounds`` rounds of ``--seconds`` alternating
+between the two: latency percentiles, requests per second, server CPU per request, and
+their ratios.
+
+    .venv/bin/python bench/access.py --stores postgresql --clients 8 [--rounds 6] [--seconds 5]
 """
 
 from __future__ import annotations
@@ -42,7 +50,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _server import quarry_env, serving  # noqa: E402
+from _load import summary, summary_text, wrk_round, wrk_script  # noqa: E402
+from _server import Server, quarry_env, serving  # noqa: E402
 from flask_migrate import upgrade  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
@@ -107,16 +116,20 @@ def prepare(url: str, workdir: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def gunicorn(url: str, workdir: str, name: str, app: str, auth: bool) -> Iterator[int]:
-    """One instance (one worker, one thread) on the shared store; its port."""
+def gunicorn(url: str, workdir: str, name: str, app: str, auth: bool,
+             one_thread: bool = True) -> Iterator[Server]:
+    """One instance on the shared store: one worker with one thread, or (``one_thread``
+    false) the default deployment's workers and threads."""
     env = quarry_env(QUARRY_DATABASE_URL=url, QUARRY_INSTANCE_PATH=workdir,
                      QUARRY_DEMO_SOURCE="false", QUARRY_SECRET_KEY=SECRET_KEY,
                      QUARRY_AUTH_REQUIRED="true" if auth else "false",
                      QUARRY_DATA_SOURCES=json.dumps(settings(url, workdir)["DATA_SOURCES"]),
-                     QUARRY_WORKERS="1", QUARRY_THREADS="1", PYTHONPATH=ROOT)
+                     PYTHONPATH=ROOT)
+    if one_thread:
+        env.update(QUARRY_WORKERS="1", QUARRY_THREADS="1")
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # each instance its own (gunicorn.conf.py)
     with serving(env, workdir, app=app, name=f"gunicorn-{name}") as server:
-        yield server.port
+        yield server
 
 
 class Client:
@@ -203,9 +216,10 @@ def run(kind: str, rounds: int, batch: int) -> None:
         with contextlib.ExitStack() as stack:
             ports = {
                 "bare": stack.enter_context(gunicorn(url, workdir, "bare",
-                                                     "bench.access_noaudit:app", False)),
-                "off": stack.enter_context(gunicorn(url, workdir, "off", "wsgi:app", False)),
-                "on": stack.enter_context(gunicorn(url, workdir, "on", "wsgi:app", True)),
+                                                     "bench.access_noaudit:app", False)).port,
+                "off": stack.enter_context(gunicorn(url, workdir, "off", "wsgi:app",
+                                                    False)).port,
+                "on": stack.enter_context(gunicorn(url, workdir, "on", "wsgi:app", True)).port,
             }
             clients = {"bare": Client(ports["bare"], None), "off": Client(ports["off"], None),
                        "admin": Client(ports["on"], tokens["admin"]),
@@ -225,14 +239,59 @@ def run(kind: str, rounds: int, batch: int) -> None:
                   f"{ratio_text(by_name['member'], by_name['off']):20}")
 
 
+def under_load(kind: str, rounds: int, seconds: float) -> None:
+    """SELECT 1 from 8 clients at once (wrk), sign-in off against the admin's token, each
+    served by the default deployment (its workers and threads); the rounds alternate."""
+    with tempfile.TemporaryDirectory() as workdir, store(kind, workdir) as url:
+        tokens = prepare(url, workdir)
+        with contextlib.ExitStack() as stack:
+            servers = {"off": stack.enter_context(gunicorn(url, workdir, "off8", "wsgi:app",
+                                                           False, one_thread=False)),
+                       "admin": stack.enter_context(gunicorn(url, workdir, "on8", "wsgi:app",
+                                                             True, one_thread=False))}
+            body = json.dumps({"query": "SELECT 1"})
+            scripts = {"off": wrk_script(os.path.join(workdir, "off.lua"), body),
+                       "admin": wrk_script(os.path.join(workdir, "admin.lua"), body,
+                                           {"Authorization": f"Bearer {tokens['admin']}"})}
+            results: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
+            for name, server in servers.items():  # warm-up: every worker's pools
+                wrk_round(f"{server.url}/api/sql/query", scripts[name], 1, [])
+            for i in range(rounds):
+                for name in (list(servers) if i % 2 == 0 else list(reversed(servers))):
+                    server = servers[name]
+                    results[name].append(wrk_round(
+                        f"{server.url}/api/sql/query", scripts[name], seconds,
+                        [server.pid, *server.worker_pids()]))
+    print(f"\n{kind} store, SELECT 1, 8 clients (wrk), default deployment, {rounds} "
+          f"alternating rounds of {seconds:g} s; load average {os.getloadavg()[0]:.2f}")
+    sums = {name: summary(r) for name, r in results.items()}
+    for name, figures in sums.items():
+        print(f"  {name:6} {summary_text(figures)}")
+    off, on = sums["off"], sums["admin"]
+    per_round = [a["p50"] / b["p50"] for a, b in zip(results["admin"], results["off"],
+                                                      strict=True)]
+    print(f"  admin/off: median x{on['p50'] / off['p50']:.2f} (per round "
+          f"{min(per_round):.2f}-{max(per_round):.2f}), p99 x{on['p99'] / off['p99']:.2f}, "
+          f"server CPU per request x{on['cpu'] / off['cpu']:.2f}, requests/s "
+          f"x{on['rate'] / off['rate']:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stores", default="sqlite,postgresql")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--batch", type=int, default=40)
+    parser.add_argument("--clients", type=int, choices=(1, 8), default=1,
+                        help="8: SELECT 1 from 8 clients at once (wrk), see under_load")
+    parser.add_argument("--seconds", type=float, default=5, help="per round, with 8 clients")
     args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f} at the start")
     for kind in args.stores.split(","):
-        run(kind.strip(), args.rounds, args.batch)
+        if args.clients == 8:
+            under_load(kind.strip(), args.rounds, args.seconds)
+        else:
+            run(kind.strip(), args.rounds, args.batch)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,29 @@
 """The default deployment at rest: memory (PSS) after a few requests, and SELECT 1 latency.
 
-    .venv/bin/python bench/idle.py [--workers 3] [--requests 2000] [--baseline DIR]
+    .venv/bin/python bench/idle.py [--workers 3] [--rounds 6] [--seconds 5] [--client auto]
+                                   [--baseline DIR]
 
 Serves Quarry as ``make serve`` does (gunicorn.conf.py, its default settings: a SQLite store
-in a fresh instance folder, scikit-learn preloaded), with ``--workers`` workers (3, as on a
-machine of 2 cores). Sends a few requests to the common routes through every worker, then
-prints the PSS of the master and each worker (/proc/<pid>/smaps_rollup: shared pages divided
-among their sharers, so the sum is what the group uses) and the latency of
-``POST /api/sql/query {"query": "SELECT 1"}`` under 8 concurrent clients (keep-alive,
-``--requests`` in all): median and p99. ``--baseline DIR`` does the same for the Quarry in
-DIR, served at the same time, and the latency rounds of the two alternate.
+in a fresh instance folder, the demo source), with ``--workers`` workers (3, as on a machine
+of 2 cores). Sends a few requests to the common routes through every worker, then prints the
+PSS of the master and each worker (/proc/<pid>/smaps_rollup: shared pages divided among their
+sharers, so the sum is what the group uses) and the latency of
+``POST /api/sql/query {"query": "SELECT 1"}`` under 8 concurrent clients, each sending its
+next request as soon as its answer is in (keep-alive): median, p90-p99 and max, requests per
+second, and the CPU time the server's processes spent per request (from /proc/<pid>/stat:
+the figure the machine's other load disturbs least).
+
+The clients: ``wrk`` (``apt-get install wrk``; one thread, 8 connections) when it is
+installed, or with ``--client python``, 8 Python threads with ``http.client``. The Python
+clients take a good part of the 2 cores themselves (the interpreter's own time per request is
+close to the server's), which lengthens the server's queue: compare figures of one client.
+With ``wrk`` each round runs ``--seconds``; its percentiles are per round, and the table
+shows their median over the rounds (and the worst round's p99). The Python client sends
+``--requests`` in all.
+
+``--baseline DIR`` does the same for the Quarry in DIR (e.g. ``git worktree add`` or
+``git archive`` of another commit), served at the same time; the rounds of the two alternate,
+so that the machine's other load falls on both alike.
 """
 
 from __future__ import annotations
@@ -17,6 +31,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import re
 import statistics
 import sys
@@ -28,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _load import cpu_ticks, have_wrk, summary, summary_text, wrk_round, wrk_script  # noqa: E402
 from _server import Server, migrate, quarry_env, serving  # noqa: E402
 
 ROUTES = [("GET", "/api/status", None), ("GET", "/", None), ("GET", "/api/projects", None),
@@ -109,18 +125,39 @@ def latencies(server: Server, requests: int, clients: int = 8) -> list[float]:
     return samples
 
 
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+def python_round(server: Server, requests: int) -> dict[str, float]:
+    before = cpu_ticks(server_pids(server))
+    started = time.perf_counter()
+    values = sorted(latencies(server, requests))
+    duration = time.perf_counter() - started
+
+    def at(q: float) -> float:
+        return values[min(len(values) - 1, int(q * len(values)))] * 1e6
+
+    return {"requests": len(values), "duration_us": duration * 1e6,
+            "p50": statistics.median(values) * 1e6, "p90": at(0.9), "p95": at(0.95),
+            "p98": at(0.98), "p99": at(0.99), "max": values[-1] * 1e6,
+            "cpu_ms": (cpu_ticks(server_pids(server)) - before) * 1000
+            / os.sysconf("SC_CLK_TCK")}
+
+
+def server_pids(server: Server) -> list[int]:
+    return [server.pid, *server.worker_pids()]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", default="3")
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--client", choices=("auto", "wrk", "python"), default="auto")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--seconds", type=float, default=5, help="per round (wrk)")
+    parser.add_argument("--requests", type=int, default=2000, help="in all (python)")
     parser.add_argument("--baseline", help="another Quarry checkout, served beside this one")
     args = parser.parse_args()
+    client = args.client
+    if client == "auto":
+        client = "wrk" if have_wrk() else "python"
+    print(f"load average {os.getloadavg()[0]:.2f} at the start; client: {client}")
     with tempfile.TemporaryDirectory(prefix="quarry-idle-") as work, ExitStack() as stack:
         roots = {"quarry": None}
         if args.baseline:
@@ -143,18 +180,28 @@ def main() -> None:
         for name, server in servers.items():
             print(f"{name}: after the common routes")
             memory(server)
-        samples: dict[str, list[float]] = {name: [] for name in servers}
-        for _ in range(args.rounds):
-            for name, server in servers.items():
-                samples[name] += latencies(server, args.requests // args.rounds)
-        for name, values in samples.items():
-            ordered = sorted(values)
-            at = {q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-                  for q in (0.9, 0.95, 0.98)}
-            print(f"{name}: SELECT 1, 8 clients, {len(values)} requests: median "
-                  f"{statistics.median(values) * 1000:.1f} ms, p90 {at[0.9]:.1f}, "
-                  f"p95 {at[0.95]:.1f}, p98 {at[0.98]:.1f}, p99 {p99(values) * 1000:.1f}, "
-                  f"max {ordered[-1] * 1000:.1f} ms")
+        if client == "wrk":
+            script = wrk_script(Path(work) / "select1.lua", SELECT_1)
+            for server in servers.values():  # warm-up: every thread of every worker
+                wrk_round(f"{server.url}/api/sql/query", script, 1, [])
+
+            def run_round(server: Server) -> dict[str, float]:
+                return wrk_round(f"{server.url}/api/sql/query", script, args.seconds,
+                                 server_pids(server))
+        else:
+            def run_round(server: Server) -> dict[str, float]:
+                return python_round(server, args.requests // args.rounds)
+        results: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
+        for i in range(args.rounds):
+            order = list(servers.items())
+            if i % 2:
+                order.reverse()  # neither always first after the other's round
+            for name, server in order:
+                results[name].append(run_round(server))
+        for name, rounds in results.items():
+            print(f"{name}: SELECT 1, 8 clients ({client}), {len(rounds)} rounds, "
+                  + summary_text(summary(rounds)))
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
         for name, server in servers.items():
             print(f"{name}: after the latency rounds")
             memory(server)

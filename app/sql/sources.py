@@ -263,7 +263,8 @@ def _count_pool_use(target: Any, name: str) -> None:
 
     def change(step: int) -> None:
         if has_app_context() and METRICS_KEY in current_app.extensions:
-            current_metrics().pool_in_use.labels(name or "(no source)").inc(step)
+            metrics = current_metrics()
+            metrics.series(metrics.pool_in_use, name or "(no source)").inc(step)
 
     event.listen(target, "checkout", lambda *_: change(1))
     event.listen(target, "checkin", lambda *_: change(-1))

@@ -4,12 +4,14 @@ transaction, every SQL statement, read by admins over REST and SQL, pruned by ag
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import os
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select, update
 
-from app import create_app
+from app import after_fork, create_app
 from app.extensions import db
 from app.services import audit as audit_service
 from app.services import auth as auth_service
@@ -165,6 +167,60 @@ def test_a_statement_is_in_the_log_before_its_answer(make_auth_app, sync_commit)
         # The record's write left its connection at the store's own flush level (FULL).
         with app.app_context():
             assert db.session.connection().exec_driver_sql("PRAGMA synchronous").scalar() == 2
+
+
+def test_statements_of_two_instances_at_once_are_all_recorded(make_auth_app):
+    # Two instances on one store, eight callers at once: every statement's record and
+    # history row is written (on a SQLite store, one write at a time across processes, each
+    # on its own connection), none lost, their times read back as every other record's.
+    instances = [make_auth_app(DEMO_SOURCE=True), make_auth_app(DEMO_SOURCE=True)]
+    h = _setup(instances[0])
+    queries = [f"SELECT {caller * 100 + i} AS n" for caller in range(8) for i in range(12)]
+
+    def call(caller: int) -> None:
+        client = instances[caller % 2].test_client()
+        for i in range(12):
+            answer = client.post("/api/sql/query", json={"query": queries[caller * 12 + i]},
+                                 headers=h["alice"])
+            assert answer.get_json()["data"] == [[caller * 100 + i]]
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(call, range(8)))
+    reader = instances[1].test_client()
+    records = _records(reader, h["root"], kind="sql", user="alice", limit=200)["records"]
+    assert sorted(r["statement"] for r in records) == sorted(queries)
+    assert len({r["id"] for r in records}) == len(queries)
+    assert all(datetime.fromisoformat(r["at"]).utcoffset() == timedelta(0) for r in records)
+    history = reader.get("/api/console/history", query_string={"limit": 200},
+                         headers=h["alice"]).get_json()
+    assert sorted(r["statement"] for r in history) == sorted(queries)
+
+
+def test_a_forked_process_records_on_its_own_connection(make_auth_app):
+    # gunicorn forks its workers from the master: a process that inherits the statement
+    # log's open SQLite connection writes on one of its own, and the parent's goes on.
+    app = make_auth_app(DEMO_SOURCE=True)
+    if not app.config["DATABASE_URL"].startswith("sqlite"):
+        pytest.skip("the statement log keeps a connection of its own per process on SQLite")
+    h = _setup(app)
+    client = app.test_client()
+    assert client.post("/api/sql/query", json={"query": "SELECT 1 AS parent"},
+                       headers=h["alice"]).status_code == 200
+    pid = os.fork()
+    if pid == 0:  # the child: its answer's status is its exit code
+        code = 1
+        try:
+            after_fork(app)  # as gunicorn's post_fork: the pool's connections are the parent's
+            code = 0 if client.post("/api/sql/query", json={"query": "SELECT 2 AS child"},
+                                    headers=h["alice"]).get_json()["data"] == [[2]] else 1
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert client.post("/api/sql/query", json={"query": "SELECT 3 AS parent"},
+                       headers=h["alice"]).status_code == 200
+    records = _records(client, h["root"], kind="sql", user="alice")["records"]
+    assert [r["statement"] for r in records] == [
+        "SELECT 3 AS parent", "SELECT 2 AS child", "SELECT 1 AS parent"]
 
 
 def test_a_streamed_statement_is_recorded_before_its_first_byte(make_auth_app):
