@@ -246,13 +246,19 @@ def bench_coverage(series: list[tuple[str, pd.DataFrame, int, int]], budget: flo
                                                 for part in ("mean", "lo", "hi"))
                                           for i in range(len(origins))]
         row = {"series": name, "trained_on": first, "origins": len(origins),
-               "points": len(origins) * h, "chosen": method, "coverage_90": {}, "mase": {}}
+               "points": len(origins) * h, "chosen": method, "coverage_90": {},
+               "coverage_90_halves": {}, "mase": {}}
         for who, forecasts in answers.items():
-            inside, mase = 0, []
+            inside, mase = [], []
             for o, (mean, low, high) in zip(origins, forecasts, strict=True):
                 truth = y_all[o:o + h]
-                inside += int(np.sum((truth >= low) & (truth <= high)))
+                inside.append(int(np.sum((truth >= low) & (truth <= high))))
                 mase.append(float(np.mean(np.abs(truth - mean))) / _scale(y_all[:o], m))
+            # The origins nearer the end of training and the later ones (staleness).
+            half = len(origins) // 2
+            row["coverage_90_halves"][who] = [
+                round(sum(part) / (len(part) * h), 3) for part in (inside[:half], inside[half:])]
+            inside = sum(inside)
             row["coverage_90"][who] = round(inside / row["points"], 3)
             row["mase"][who] = round(float(np.mean(mase)), 3)
             hit, total = pooled.get(who, (0, 0))
@@ -377,6 +383,11 @@ def main() -> None:
               + f"  {r['chosen']}")
     print(f"{'pooled':<20} {'':>7} {cover['pooled_points']:>6} "
           + "".join(f"{cover['pooled_coverage_90'][k]:>8} {'':>7}" for k in who))
+    print("coverage over the first | second half of the held-out origins:")
+    for r in cover["rows"]:
+        print(f"{r['series']:<20} " + "".join(
+            f"{k.replace('sf ', 'sf:')} {a} | {b}   "
+            for k, (a, b) in r["coverage_90_halves"].items()))
     if not args.public_only:
         print(f"\n{synth['series']} series x 200: training {synth['train_s']} s, chose "
               f"{synth['chosen']}, CV MASE {synth['mase']} vs seasonal naive "
