@@ -4,14 +4,13 @@ transaction, every SQL statement, read by admins over REST and SQL, pruned by ag
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select, update
 
-from app import after_fork, create_app
+from app import create_app
 from app.extensions import db
 from app.services import audit as audit_service
 from app.services import auth as auth_service
@@ -194,33 +193,6 @@ def test_statements_of_two_instances_at_once_are_all_recorded(make_auth_app):
     history = reader.get("/api/console/history", query_string={"limit": 200},
                          headers=h["alice"]).get_json()
     assert sorted(r["statement"] for r in history) == sorted(queries)
-
-
-def test_a_forked_process_records_on_its_own_connection(make_auth_app):
-    # gunicorn forks its workers from the master: a process that inherits the statement
-    # log's open SQLite connection writes on one of its own, and the parent's goes on.
-    app = make_auth_app(DEMO_SOURCE=True)
-    if not app.config["DATABASE_URL"].startswith("sqlite"):
-        pytest.skip("the statement log keeps a connection of its own per process on SQLite")
-    h = _setup(app)
-    client = app.test_client()
-    assert client.post("/api/sql/query", json={"query": "SELECT 1 AS parent"},
-                       headers=h["alice"]).status_code == 200
-    pid = os.fork()
-    if pid == 0:  # the child: its answer's status is its exit code
-        code = 1
-        try:
-            after_fork(app)  # as gunicorn's post_fork: the pool's connections are the parent's
-            code = 0 if client.post("/api/sql/query", json={"query": "SELECT 2 AS child"},
-                                    headers=h["alice"]).get_json()["data"] == [[2]] else 1
-        finally:
-            os._exit(code)
-    assert os.waitpid(pid, 0)[1] == 0
-    assert client.post("/api/sql/query", json={"query": "SELECT 3 AS parent"},
-                       headers=h["alice"]).status_code == 200
-    records = _records(client, h["root"], kind="sql", user="alice")["records"]
-    assert [r["statement"] for r in records] == [
-        "SELECT 3 AS parent", "SELECT 2 AS child", "SELECT 1 AS parent"]
 
 
 def test_a_streamed_statement_is_recorded_before_its_first_byte(make_auth_app):
