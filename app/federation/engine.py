@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from flask import Flask, current_app
 
+from ..lru import LruCache
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.formats import pa  # pyarrow, imported with the first federated statement
 
@@ -48,28 +48,10 @@ def _engine_errors() -> Iterator[None]:
         raise EngineError(exc) from None
 
 
-class Sizes:
-    """The rows each leg query (its shape: literals aside) sent when last read whole, for
-    ordering dynamic filters (``dynamic.py``); the most recent ``kept`` shapes."""
-
-    def __init__(self, kept: int = 4096) -> None:
-        self._rows: OrderedDict[str, int] = OrderedDict()
-        self._kept = kept
-        self._lock = threading.Lock()
-
-    def get(self, shape: str) -> int | None:
-        with self._lock:
-            rows = self._rows.get(shape)
-            if rows is not None:
-                self._rows.move_to_end(shape)
-            return rows
-
-    def put(self, shape: str, rows: int) -> None:
-        with self._lock:
-            self._rows[shape] = rows
-            self._rows.move_to_end(shape)
-            while len(self._rows) > self._kept:
-                self._rows.popitem(last=False)
+# The rows each leg query (its shape: literals aside) sent when last read whole, for ordering
+# dynamic filters (``dynamic.py``); the most recent SIZES_KEPT shapes.
+Sizes = LruCache[str, int]
+SIZES_KEPT = 4096
 
 
 class Engine:
@@ -79,7 +61,7 @@ class Engine:
         self.memory_bytes = memory_bytes
         self.temp_dir = temp_dir
         self.threads = threads
-        self.sizes = Sizes()
+        self.sizes: Sizes = LruCache(SIZES_KEPT)
         self._db: Any = None  # duckdb.DuckDBPyConnection
         self._lock = threading.Lock()
 
