@@ -34,6 +34,7 @@ import json
 import math
 import time
 import warnings
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -408,23 +409,25 @@ def _import_statsmodels() -> None:
     import statsmodels.tsa.stattools  # noqa: F401
 
 
-class PerSeries:
+class PerSeries(ABC):
     """A method fitted per series. ``forecast``'s ``aligned`` says that ``y`` starts where
     the parameters were fitted (ETS's initial states then apply; else they are estimated
     from ``y`` by a heuristic)."""
 
     name = ""
 
+    @abstractmethod
     def fit(self, y: np.ndarray, m: int) -> Any:
-        raise NotImplementedError
+        """The parameters fitted to series ``y`` of season ``m`` (None: it could not be)."""
 
+    @abstractmethod
     def forecast(self, y: np.ndarray, h: int, m: int, params: Any, aligned: bool
                  ) -> np.ndarray:
-        raise NotImplementedError
+        """The next ``h`` values after ``y``, with ``params`` and no fitting."""
 
+    @abstractmethod
     def common(self, fitted: list[Any]) -> Any:
         """The parameters for a series the training data does not hold."""
-        raise NotImplementedError
 
 
 class EtsMethod(PerSeries):
