@@ -1,6 +1,6 @@
 """The console's routes: /api/console/schema, /history, and a project's saved queries."""
 
-from ..mindsdb.dispatch import describe_views
+from ..mindsdb.dispatch import console_schema
 from ..schemas.console import (
     HistoryArgs,
     HistoryOut,
@@ -29,11 +29,7 @@ def _user() -> str | None:
 def get_schema(args):
     """Data sources with tables and columns, projects with models and views (the console's
     tree and completion); with ``database``, that data source alone."""
-    answer = service.schema(args["database"])
-    if args["database"] is None:
-        for project in answer["projects"]:
-            project["views"] = describe_views(project["name"])
-    return answer
+    return console_schema(args["database"])
 
 
 @blp.route("/history", methods=["GET"])

@@ -13,6 +13,7 @@ from ..errors import NotFound
 from ..federation import run as federation
 from ..rules.names import DEFAULT_PROJECT
 from ..services import access, audit
+from ..services import console as console_service
 from ..services import sqlviews as view_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
@@ -26,7 +27,7 @@ from .context import Context
 from .router import service_statement
 from .views import expand as expand_views
 
-__all__ = ["account_stream", "describe_views", "execute_sql", "error_body",
+__all__ = ["account_stream", "console_schema", "execute_sql", "error_body",
            "record_stream_start"]
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,16 @@ def _account(query: str, answer: dict[str, Any], source: str | None, seconds: fl
 # so that a slow view or a project of thousands cannot hold the tree up.
 VIEW_COLUMNS_TIMEOUT_S = 5.0
 VIEWS_DESCRIBED = 200
+
+
+def console_schema(database: str | None) -> dict[str, Any]:
+    """The console's schema (``services/console.py``); without ``database``, each
+    project's views with their columns too."""
+    answer = console_service.schema(database)
+    if database is None:
+        for project in answer["projects"]:
+            project["views"] = describe_views(project["name"])
+    return answer
 
 
 def describe_views(project: str) -> list[dict[str, Any]]:

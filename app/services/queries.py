@@ -219,7 +219,6 @@ def _without_rows(legs: list[dict[str, Any]]) -> list[tuple]:
     return [(leg["state"], len(leg["filters"])) for leg in legs]
 
 
-
 def _fresh() -> Any:
     return _TABLE.c.seen_at >= datetime.now(UTC) - timedelta(seconds=STALE_S)
 
