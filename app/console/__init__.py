@@ -6,15 +6,18 @@ front end is built from web/ into static/ and committed, so serving needs no nod
 
 Every console answer carries a strict Content-Security-Policy: scripts, styles, images and
 requests only from Quarry itself, no inline script or style, never framed. Data is put
-into the page as text (textContent), never as markup.
+into the page as text (textContent), never as markup. The one exception the page allows is
+the style element CodeMirror writes where a browser cannot give it a constructed style sheet:
+it carries the page's nonce, new for every answer (``style-src 'self' 'nonce-…'``).
 """
 
 from __future__ import annotations
 
 import mimetypes
 import os
+import secrets
 
-from flask import Blueprint, Flask, Response, request
+from flask import Blueprint, Flask, Response, g, request
 from werkzeug.security import safe_join
 
 from ..errors import NotFound
@@ -33,12 +36,22 @@ CONTENT_SECURITY_POLICY = "; ".join([
     "frame-ancestors 'none'",
 ])
 
+# Where index.html takes the page's nonce (web/src/editor.js reads it for CodeMirror).
+NONCE_MARK = "{{csp_nonce}}"
+
 blp = Blueprint("console", __name__)
+
+
+def page_policy(nonce: str) -> str:
+    """The page's policy: the console's, with ``nonce`` allowed to style."""
+    return CONTENT_SECURITY_POLICY.replace("style-src 'self'", f"style-src 'self' 'nonce-{nonce}'")
 
 
 @blp.after_request
 def _harden(response: Response) -> Response:
-    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    nonce = g.get("console_nonce")
+    response.headers["Content-Security-Policy"] = (
+        page_policy(nonce) if nonce else CONTENT_SECURITY_POLICY)
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Referrer-Policy"] = "no-referrer"
@@ -49,9 +62,16 @@ def _harden(response: Response) -> Response:
 @blp.route("/console", methods=["GET"])
 @public
 def show_console() -> Response:
-    """The console page (a shell: the script draws it and asks the API for everything)."""
-    response = _file("index.html", "text/html", max_age=0)
-    response.headers["Cache-Control"] = "no-cache"
+    """The console page (a shell: the script draws it and asks the API for everything).
+
+    A nonce only protects while nobody else knows it: each answer gets its own, and the
+    page is never stored or revalidated (an old page would carry an old nonce).
+    """
+    g.console_nonce = secrets.token_urlsafe(18)
+    with open(os.path.join(STATIC_DIR, "index.html"), encoding="utf-8") as handle:
+        page = handle.read().replace(NONCE_MARK, g.console_nonce)
+    response = Response(page, mimetype="text/html")
+    response.headers["Cache-Control"] = "no-store"
     return response
 
 

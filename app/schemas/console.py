@@ -48,7 +48,9 @@ class SchemaArgs(InputSchema):
 
 class SchemaOut(Schema):
     data_sources = fields.List(fields.Dict(), metadata={
-        "description": "name, dialect, tables (name, columns: name, type), error if unread"})
+        "description": "name, dialect (of its SQL), engine (as the source was declared or "
+                       "created: e.g. mariadb), tables (name, columns: name, type), error "
+                       "if unread"})
     projects = fields.List(fields.Dict(), metadata={
         "description": "name, models (name, status), views (name, columns: name, type; "
                        "error when its columns could not be read); views only when no "

@@ -50,7 +50,8 @@ def schema(database: str | None = None) -> dict[str, Any]:
     registry = access.queryable_sources()  # only the sources the caller may query
     sources = []
     for source in _readable_sources(registry, database):
-        entry: dict[str, Any] = {"name": source.name, "dialect": source.dialect, "tables": []}
+        entry: dict[str, Any] = {"name": source.name, "dialect": source.dialect,
+                                 "engine": source.engine_name, "tables": []}
         if source.dialect == FILES_DIALECT:  # no catalog to ask: the uploaded files
             entry["tables"] = file_service.file_tables()
             sources.append(entry)

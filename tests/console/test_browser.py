@@ -16,7 +16,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from sqlalchemy import make_url
 
+from tests.conftest import MARIADB_URL
 from tests.console.conftest import BIG_ROWS, PASSWORD, USER, reference_shot
 
 pytestmark = pytest.mark.slow
@@ -143,6 +145,39 @@ def test_the_browser_knows_which_password_is_the_sign_in(browser, console_server
     form = visible(browser, "form[data-testid=database-form]")
     assert [form.find_element(By.NAME, n).get_attribute("autocomplete")
             for n in ("user", "password")] == ["off", "new-password"]
+
+
+def test_typing_breaks_no_policy_where_codemirror_writes_a_style_element(
+        browser, console_server):
+    # A browser that cannot give a shadow root a constructed style sheet (as Chromium does
+    # here) gets CodeMirror's styles as a <style> element, which style-src 'self' refuses at
+    # each keystroke that adds styles (the completion list's), unless it carries the nonce
+    # of the page's policy. Hide the constructed sheets to be that browser.
+    hidden = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
+        "delete ShadowRoot.prototype.adoptedStyleSheets;"
+        "delete Document.prototype.adoptedStyleSheets;")})
+    try:
+        sign_in(browser, console_server["url"])
+        type_sql(browser, "SELECT * FROM demo.iri")
+        editor(browser, ".cm-tooltip-autocomplete li[aria-selected]")
+        editor(browser).send_keys("s LIMIT 2")
+        host = css(browser, "[data-testid=editor]")
+        nonces = browser.execute_script(
+            "return [...arguments[0].shadowRoot.querySelectorAll('style')].map(s => s.nonce)",
+            host)
+        assert len(nonces) == 1 and nonces[0], nonces  # the fallback, with the nonce
+        policy = requests.get(console_server["url"] + "/console", timeout=10
+                              ).headers["Content-Security-Policy"]
+        assert "unsafe-inline" not in policy and "style-src 'self' 'nonce-" in policy
+        # CodeMirror's own styles hold: its editor is a flex box, its cursor layer absolute.
+        assert browser.execute_script(
+            "const r = arguments[0].shadowRoot; return [getComputedStyle("
+            "r.querySelector('.cm-editor')).display, getComputedStyle("
+            "r.querySelector('.cm-cursorLayer')).position]", host) == ["flex", "absolute"]
+        assert csp_violations(browser) == []
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument",
+                                {"identifier": hidden["identifier"]})
 
 
 def test_tabs_survive_a_reload(browser, console_server):
@@ -555,6 +590,30 @@ def test_a_postgres_database_is_connected_tested_and_browsed(browser, console_se
     reference_shot(browser, "databases")
     assert csp_violations(browser) == []
     assert api(console_server, "DELETE", "/api/databases/console_pg").status_code == 204
+
+
+def test_the_tree_names_each_source_by_its_engine(browser, console_server):
+    # MariaDB speaks MySQL's SQL, but a source created as mariadb is shown as one.
+    maria = make_url(MARIADB_URL)
+    made = api(console_server, "POST", "/api/databases", json={"database": {
+        "name": "console_maria", "engine": "mariadb", "parameters": {
+            "host": maria.host, "port": maria.port or 3306, "database": maria.database,
+            "user": maria.username, **({"password": maria.password} if maria.password else {})}}})
+    assert made.status_code == 201, made.text
+
+    def label(name: str) -> str:
+        return WebDriverWait(browser, 15).until(lambda d: [
+            n.find_element(By.CSS_SELECTOR, ":scope > summary > .tree-type").text
+            for n in d.find_elements(By.CSS_SELECTOR, "[data-testid=tree] [data-kind=source]")
+            if n.get_attribute("data-name") == name])[0]
+
+    try:
+        sign_in(browser, console_server["url"])
+        assert label("console_maria") == "mariadb"
+        assert label("demo") == "sqlite" and label("pg") == "postgresql"
+        assert label("files") == "uploaded files"
+    finally:
+        assert api(console_server, "DELETE", "/api/databases/console_maria").status_code == 204
 
 
 def in_view(driver, element) -> bool:

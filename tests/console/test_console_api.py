@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import sqlite3
 
 import pytest
 from sqlalchemy import func, select
 
-from app.console import CONTENT_SECURITY_POLICY
+from app.console import CONTENT_SECURITY_POLICY, page_policy
 from app.extensions import db
 from app.store import AuditRecord, ConsoleHistory
 from tests.console.conftest import browser_missing
@@ -34,10 +35,21 @@ def test_the_page_is_served_with_a_strict_policy(client, path):
     answer = client.get(path)
     assert answer.status_code == 200 and answer.mimetype == "text/html"
     policy = answer.headers["Content-Security-Policy"]
-    assert policy == CONTENT_SECURITY_POLICY
+    page = answer.get_data(as_text=True)
+    # The page's nonce (for CodeMirror's style element, web/src/editor.js) is in its policy,
+    # new on every answer, and the page is never kept for a later one.
+    (nonce,) = re.findall(r'<meta property="csp-nonce" nonce="([A-Za-z0-9_-]{24})">', page)
+    assert policy == page_policy(nonce) != CONTENT_SECURITY_POLICY
+    assert f"style-src 'self' 'nonce-{nonce}';" in policy
+    assert answer.headers["Cache-Control"] == "no-store" and "ETag" not in answer.headers
+    again = client.get(path)
+    assert nonce not in again.get_data(as_text=True)
+    assert nonce not in again.headers["Content-Security-Policy"]
     assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy
     assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
-    page = answer.get_data(as_text=True)
+    # The page's assets need no nonce.
+    asset = client.get("/console/static/console.css")
+    assert asset.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
     # No inline script or style: only files from /console/static.
     assert "<script>" not in page and "<style" not in page and "style=" not in page
     assert 'src="/console/static/console.js"' in page

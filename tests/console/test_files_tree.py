@@ -187,6 +187,23 @@ def test_a_malformed_file_is_refused_with_the_servers_reason(browser, console_se
     assert listed_files(console_server) == before
 
 
+def test_a_refused_upload_keeps_the_last_result(browser, console_server):
+    sign_in(browser, console_server["url"])
+    type_sql(browser, "SELECT species FROM demo.iris ORDER BY sepal_length LIMIT 3")
+    run(browser)
+    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, ".grid-row")]
+    assert len(rows) == 3 and css(browser, "[data-testid=grid]").is_displayed()
+    drop_files(browser, "[data-testid=tree]", ("broken.json", '{"a": [1, 2'))
+    visible(browser, "[data-testid=upload-submit]").click()
+    shown = wait_status(browser, "Upload refused")
+    assert re.match(r"Upload refused \(4\d\d\): \S", shown), shown
+    assert "error" in css(browser, "[data-testid=status]").get_attribute("class")
+    # The refusal is the status line's; the grid still shows the result it showed.
+    assert css(browser, "[data-testid=grid]").is_displayed()
+    assert [r.text for r in browser.find_elements(By.CSS_SELECTOR, ".grid-row")] == rows
+    assert "species" in css(browser, ".grid-header").text
+
+
 def test_the_tree_and_completion_know_files_and_views(browser, console_server):
     server = console_server
     made = api(server, "PUT", "/api/files/fleet", files={

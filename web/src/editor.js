@@ -39,9 +39,12 @@ function languageFor(schema) {
   return sql({ dialect: MySQL, schema: completionSchema(schema), upperCaseKeywords: true });
 }
 
-// CodeMirror writes its styles at run time. In a document it would add a <style> element,
-// which the console's Content-Security-Policy (style-src 'self') refuses; inside a shadow
-// root it uses a constructed style sheet (adoptedStyleSheets), which the policy allows.
+// CodeMirror writes its styles at run time. Inside a shadow root it uses a constructed style
+// sheet (adoptedStyleSheets), which the console's Content-Security-Policy allows; a browser
+// without them gets a <style> element, which the policy (no 'unsafe-inline') refuses unless
+// it carries the nonce the server put in this page's policy and its <meta property=csp-nonce>
+// (read through .nonce: browsers hide the attribute itself from the page's styles).
+const cspNonce = document.querySelector('meta[property="csp-nonce"]')?.nonce || '';
 //
 // The editable area fills the whole box: a click anywhere in it, even far below a one-line
 // statement, lands on the text and puts the caret there. Were the text shorter than the box,
@@ -75,6 +78,7 @@ export function createEditor(host, { doc, onRun, onChange }) {
       doc,
       extensions: [
         runKeys,
+        cspNonce ? EditorView.cspNonce.of(cspNonce) : [],
         look,
         lineNumbers(),
         history(),

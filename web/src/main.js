@@ -390,8 +390,9 @@ function sqlView() {
         offerNext();
         return;
       }
+      // The refusal goes in the status line; the grid keeps the last result, which the
+      // upload did not change.
       const problem = error.problem || {};
-      grid.show([], []);
       status.className = 'status error';
       clear(status).append(h('span', { class: 'code', 'data-testid': 'error-code' }, `Upload refused (${error.status || 'network'}):`), ' ',
         h('span', { 'data-testid': 'error-message' }, error.message));

@@ -46,7 +46,7 @@ export function objectTree({ onUploadClick, onInsert }) {
       const empty = source.dialect === 'files' && !tables.length
         ? h('p', { class: 'tree-note muted' }, 'No files yet: upload one, or drop it on the page.') : null;
       body.append(branch(key, 'source', source.name, sqlName(source.name),
-        h('span', { class: 'tree-type' }, source.dialect === 'files' ? ' uploaded files' : ` ${source.dialect}`),
+        h('span', { class: 'tree-type' }, source.dialect === 'files' ? ' uploaded files' : ` ${source.engine || source.dialect}`),
         [source.error ? h('p', { class: 'tree-note error' }, source.error) : null, empty, tables]));
     }
     for (const project of schema.projects || []) {
