@@ -1,0 +1,86 @@
+"""What a reader of the README and docs/ types works as written, from the repository's root.
+
+A fresh clone has only what the repository ships: a `curl -F file=@<path>` must name a file
+that is in it, and a URL to Quarry must name the address Quarry serves on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+
+from app.config import SETTINGS
+from tests.conftest import fresh_store_url
+from tests.live import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_UPLOAD = re.compile(r"^curl [^\n]*-F file=@\S+ \S+/api/files/\S+$", re.MULTILINE)
+# A command, with its continuation lines ("\" at the end of a line).
+_COMMAND = re.compile(r"^curl (?:[^\n]*\\\n)*[^\n]*$", re.MULTILINE)
+
+
+# A URL of one of Quarry's routes: with a scheme (any host), or a bare host:port.
+_QUARRY_URL = re.compile(r"(?:https?://(?P<host>[^/:\s\"'`]+)|\b(?P<bare>[\w.-]+)(?=:\d))"
+                         r"(?::(?P<port>\d+))?/(?:api|mcp|console)\b")
+
+
+@pytest.fixture(params=["sqlite"])
+def store_url(request, tmp_path) -> str:
+    return fresh_store_url(request, tmp_path)
+
+
+def _file_commands(page) -> list[list[str]]:
+    """The page's curl commands that upload a file or query the uploaded files."""
+    return [shlex.split(c.replace("\\\n", " ")) for c in _COMMAND.findall(page.read_text())
+            if "file=@" in c or "files." in c]
+
+
+def _upload_pages() -> list:
+    return [p for p in PAGES if _UPLOAD.search(p.read_text())]
+
+
+def test_some_page_shows_an_upload():
+    assert {p.name for p in _upload_pages()} >= {"README.md", "files.md"}
+
+
+@pytest.mark.parametrize("page", _upload_pages(), ids=lambda p: p.name)
+def test_an_upload_example_reads_a_file_the_repository_ships(make_app, tmp_path, page):
+    client = make_app(FILES_DIR=str(tmp_path / "files")).test_client()
+    commands = _file_commands(page)
+    uploads = [c for c in commands if any(a.startswith("file=@") for a in c)]
+    assert uploads
+    for command in uploads:
+        path = ROOT / next(a for a in command if a.startswith("file=@"))[len("file=@"):]
+        assert path.is_file(), f"{page.name}: {path.relative_to(ROOT)} is not in the repository"
+        name = command[-1].rsplit("/api/files/", 1)[1]
+        with path.open("rb") as handle:
+            answer = client.put(f"/api/files/{name}", data={"file": (handle, path.name)},
+                                content_type="multipart/form-data")
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        assert answer.get_json()["row_count"] > 0
+    # The page's queries of what it uploaded answer rows.
+    queries = [json.loads(c[c.index("-d") + 1])["query"] for c in commands
+               if "-d" in c and any(a.endswith("/api/sql/query") for a in c)]
+    assert queries
+    for query in queries:
+        answer = client.post("/api/sql/query", json={"query": query}).get_json()
+        assert answer["type"] == "table" and answer["data"], (query, answer)
+
+
+def test_every_url_to_quarry_names_the_address_it_serves_on():
+    # docs/mcp.md once sent MCP clients to http://quarry:8000/mcp: nothing listens there.
+    (bind,) = [s.default for s in SETTINGS if s.name == "BIND"]
+    port = bind.rsplit(":", 1)[1]
+    found = 0
+    for page in PAGES:
+        text = page.read_text()
+        for match in re.finditer(_QUARRY_URL, text):
+            host, given = match.group("host") or match.group("bare"), match.group("port")
+            if host.startswith("<") or host.endswith("example.internal"):
+                continue  # a placeholder, or the TLS name of the proxy in docs/deploy.md
+            found += 1
+            assert given == port, f"{page.name}: {match.group(0)} (Quarry serves on {port})"
+    assert found > 10
