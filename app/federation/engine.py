@@ -160,15 +160,13 @@ class Session:
     def keys(self, table: str, column: str, most: int
              ) -> tuple[str, list | None, Any, Any] | None:
         """The distinct non-NULL values of ``column`` in leg table ``table`` (a dynamic
-        filter's keys): (kind "int" or "text", the values or None beyond ``most``, min,
-        max); None for a column of another type."""
+        filter's keys): (its kind, see ``key_kind``; the values or None beyond ``most``,
+        min, max); None for a column of another type."""
         quoted = '"' + column.replace('"', '""') + '"'
         with self._lock, _engine_errors():
             empty = self.conn.execute(f'SELECT {quoted} FROM "{table}" LIMIT 0')
             field_type = empty.to_arrow_table().schema.field(0).type
-            kind = "int" if pa.types.is_integer(field_type) else "text" if (
-                pa.types.is_string(field_type) or pa.types.is_large_string(field_type)) \
-                else None
+            kind = key_kind(field_type)
             if kind is None:
                 return None
             values = self.conn.execute(
@@ -222,6 +220,23 @@ class Session:
             self.conn.close()
             for _, release in self._attached:
                 release()
+
+
+def key_kind(kind: pa.DataType) -> str | None:
+    """The kind of join key a column of this type holds ("int", "decimal", "date",
+    "timestamp", "text"), None for a type no dynamic filter compares (floats, times with a
+    zone …)."""
+    if pa.types.is_integer(kind):
+        return "int"
+    if pa.types.is_decimal(kind):
+        return "decimal"
+    if pa.types.is_date(kind):
+        return "date"
+    if pa.types.is_timestamp(kind) and kind.tz is None:
+        return "timestamp"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    return None
 
 
 def _wider(was: pa.DataType, now: pa.DataType) -> pa.DataType:

@@ -50,6 +50,15 @@ def attach(leg: Leg, session: Session) -> int:
     return rows
 
 
+def row_count(leg: Leg) -> int | None:
+    """The rows of the leg's file, from its Parquet metadata (nothing else is read); the
+    leg's own conditions are applied by the engine, so this is the most it returns."""
+    try:
+        return ds.dataset(stored_path(_key(leg.table)), format="parquet").count_rows()
+    except (OSError, SqlError):
+        return None
+
+
 def _key(table: exp.Table) -> str:
     key = table.name.lower()
     try:

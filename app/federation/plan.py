@@ -60,6 +60,9 @@ class Leg:
     # which a dynamic filter may compare with keys of another leg (``dynamic.py``).
     kinds: dict[str, str | None] = field(default_factory=dict)
     shape: str = ""                  # ``sql`` with every literal a '?': its size's key
+    # Rows the source expects the leg to return, from its statistics (``sql/estimate.py``),
+    # asked before the leg runs; None: not asked, or the source gave no figure.
+    estimate: int | None = None
     dynamic: list[str] = field(default_factory=list)  # filters added at run time
     state: str = "waiting"           # then "running", "done"
 
@@ -582,8 +585,9 @@ def _pushable(condition: exp.Expression, alias: str | set[str], source: DataSour
 # --- dynamic filters: which leg's rows may be cut by another leg's keys ----------------------
 
 # Kinds of sources whose legs take a dynamic filter: those that declare their columns' types
-# (a SQLite column has none; an uploaded file is scanned in place by the engine).
-_FILTERABLE = ("postgresql", "mysql")
+# (SQLite: its INTEGER and TEXT columns). An uploaded file is scanned in place by the engine,
+# which filters its row groups by the join's keys itself.
+_FILTERABLE = ("postgresql", "mysql", "sqlite")
 
 
 def find_links(statement: exp.Expression, legs: list[Leg]) -> list[Link]:
@@ -645,7 +649,7 @@ def find_links(statement: exp.Expression, legs: list[Leg]) -> list[Link]:
             source, target = here[_table(a)], here[_table(b)]
             name = b.name.lower()
             if target.source.dialect not in _FILTERABLE or \
-                    target.kinds.get(name) not in ("int", "text"):
+                    target.kinds.get(name) is None:
                 continue
             key = (source.name, a.name.lower(), target.name, name)
             found.setdefault(key, Link(source, a.name.lower(), target, name))
