@@ -273,6 +273,13 @@ def engine_error(error: EngineError) -> SqlError:
                     f"The statement failed in the federation engine: {message}")
 
 
+def load_modules() -> None:
+    """Import DuckDB and pyarrow now (a gunicorn master that preloads the engine: its
+    workers share the pages, and no first federated statement pays the import)."""
+    import duckdb  # noqa: F401
+    import pyarrow  # noqa: F401
+
+
 def init_engine(app: Flask) -> None:
     temp = app.config.get("FEDERATION_TEMP") or os.path.join(app.instance_path,
                                                              "federation-spill")
