@@ -23,6 +23,7 @@ from flask import Flask, current_app
 
 from ..lru import LruCache
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.files import files_dir
 from ..sql.formats import pa  # pyarrow, imported with the first federated statement
 
 EXTENSION_KEY = "quarry.federation"
@@ -57,10 +58,12 @@ SIZES_KEPT = 4096
 class Engine:
     """The process's DuckDB database (thread-safe: one connection per statement)."""
 
-    def __init__(self, memory_bytes: int, temp_dir: str | None, threads: int) -> None:
+    def __init__(self, memory_bytes: int, temp_dir: str | None, threads: int,
+                 files_dir: str | None = None) -> None:
         self.memory_bytes = memory_bytes
         self.temp_dir = temp_dir
         self.threads = threads
+        self.files_dir = files_dir
         self.sizes: Sizes = LruCache(SIZES_KEPT)
         self._db: Any = None  # duckdb.DuckDBPyConnection
         self._lock = threading.Lock()
@@ -87,7 +90,14 @@ class Engine:
             os.makedirs(self.temp_dir, exist_ok=True)
             config["temp_directory"] = self.temp_dir
         db = duckdb.connect(":memory:", config=config)
-        # Set after the temp directory (a path is external access); then nothing may change.
+        if self.files_dir:
+            # The one folder the engine may read besides its own spill files: uploaded
+            # files' Parquet, scanned by DuckDB's own reader (``files.py``). No statement
+            # can name a path: table functions and writes are refused before the engine.
+            os.makedirs(self.files_dir, exist_ok=True)
+            folder = os.path.join(os.path.abspath(self.files_dir), "")
+            db.execute(f"SET allowed_directories = [{_string(folder)}]")
+        # Set after the paths above (a path is external access); then nothing may change.
         db.execute("SET enable_external_access = false")
         db.execute("SET lock_configuration = true")
         return db
@@ -105,7 +115,6 @@ class Session:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._tables: dict[str, pa.Schema] = {}
-        self._attached: list[tuple[str, Any]] = []  # (view, release) of file legs
         # Legs are fetched in parallel; one DuckDB connection takes one call at a time.
         self._lock = threading.Lock()
 
@@ -185,12 +194,14 @@ class Session:
             return self.conn.execute(f'SELECT count(DISTINCT {quoted}) FROM "{table}"'
                                      ).fetchone()[0]
 
-    def attach(self, table: str, dataset: Any, release: Any) -> None:
-        """Make ``table`` a view of an Arrow dataset (a file leg, ``federation/files.py``):
-        scanned in place, never copied; ``release`` runs when the statement ends."""
+    def attach(self, table: str, path: str, *, empty: bool = False) -> None:
+        """Make ``table`` a view of the Parquet file ``path`` (a file leg,
+        ``federation/files.py``) in the files folder: DuckDB scans it in place, reading only
+        the columns and row groups the statement needs; ``empty``: none of its rows."""
+        limit = " LIMIT 0" if empty else ""
         with self._lock, _engine_errors():
-            self._attached.append((table, release))
-            self.conn.register(table, dataset)
+            self.conn.execute(f'CREATE TEMP VIEW "{table}" AS SELECT * FROM '
+                              f"read_parquet({_string(path)}){limit}")
 
     def run(self, sql: str) -> list[str]:
         """Start the engine statement; its column names (read it with ``batches``)."""
@@ -217,9 +228,12 @@ class Session:
             for table in self._tables:
                 self.conn.execute(f'DROP TABLE IF EXISTS "{table}"')
         finally:
-            self.conn.close()
-            for _, release in self._attached:
-                release()
+            self.conn.close()  # its TEMP views (file legs) go with it
+
+
+def _string(text: str) -> str:
+    """A DuckDB string literal of ``text`` (a path Quarry made, never a caller's text)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def key_kind(kind: pa.DataType) -> str | None:
@@ -284,7 +298,7 @@ def init_engine(app: Flask) -> None:
     temp = app.config.get("FEDERATION_TEMP") or os.path.join(app.instance_path,
                                                              "federation-spill")
     app.extensions[EXTENSION_KEY] = Engine(app.config["FEDERATION_MEMORY"], temp,
-                                           app.config["FEDERATION_THREADS"])
+                                           app.config["FEDERATION_THREADS"], files_dir(app))
 
 
 def current_engine() -> Engine:
