@@ -288,10 +288,20 @@ def engine_error(error: EngineError) -> SqlError:
 
 
 def load_modules() -> None:
-    """Import DuckDB and pyarrow now (a gunicorn master that preloads the engine: its
-    workers share the pages, and no first federated statement pays the import)."""
-    import duckdb  # noqa: F401
-    import pyarrow  # noqa: F401
+    """Import DuckDB, pyarrow and what DuckDB loads with the first rows it is handed (its
+    Python binding imports pandas to check each object it scans: 1.5 s), in a gunicorn
+    master that preloads the engine: its workers share the pages, and no first federated
+    statement pays for them. The database used for it has no thread of its own (one
+    thread: the caller's) and is closed before any fork."""
+    import duckdb
+    import pyarrow
+
+    db = duckdb.connect(":memory:", config={"threads": 1})
+    try:
+        db.register("quarry_warm", pyarrow.table({"n": [1]}))
+        db.execute("SELECT n FROM quarry_warm").to_arrow_table()
+    finally:
+        db.close()
 
 
 def init_engine(app: Flask) -> None:
