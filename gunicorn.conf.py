@@ -103,14 +103,22 @@ def on_exit(server):
 
 
 def when_ready(server):
-    # Master, after loading the app and before the first fork: scikit-learn and the active
-    # models, once, shared by every worker (QUARRY_PRELOAD_ML=false leaves them to the first
-    # prediction of each worker; so does a store without active models).
+    # Master, after loading the app and before the first fork: the federation engine's
+    # modules when the deployment can federate (QUARRY_FEDERATION_PRELOAD), then
+    # scikit-learn and the active models, once, shared by every worker
+    # (QUARRY_PRELOAD_ML=false leaves them to the first prediction of each worker; so does
+    # a store without active models).
+    app = server.app.wsgi()
+    if _settings["FEDERATION_PRELOAD"]:
+        from app.services.startup import preload_engine
+
+        with app.app_context():
+            if preload_engine():
+                app.logger.info("preloaded the federation engine")
     if not _settings["PRELOAD_ML"]:
         return
     from app.services.models import preload_models
 
-    app = server.app.wsgi()
     with app.app_context():
         try:
             count = preload_models()

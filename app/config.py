@@ -109,6 +109,10 @@ SETTINGS: list[Setting] = [
             "a dynamic filter (key IN (…)); beyond them integer keys go as a range; 0: off"),
     Setting("FEDERATION_THREADS", 2, int,
             "Threads of the federation engine (DuckDB) per process"),
+    Setting("FEDERATION_PRELOAD", True, bool,
+            "gunicorn master loads the federation engine (DuckDB) before forking when "
+            "there are two data sources or more, or an uploaded file: workers share it, "
+            "and no first statement over several sources pays the load"),
     Setting("FILES_DIR", None, str,
             "Folder holding uploaded files as Parquet (default: files in the instance "
             "folder); share it between instances that share a store"),

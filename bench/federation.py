@@ -2,6 +2,7 @@
 side by side in one run, through Quarry served by gunicorn.
 
     python bench/federation.py [--scale 1] [--repeat 3]
+    python bench/federation.py --first [--scale 0.1] [--repeat 5]
     python bench/federation.py --big-join 5000000 [--memory 268435456]
 
 Generates TPC-H with ``tpchgen-cli`` (PyPI) and loads it twice: all of it in one PostgreSQL
@@ -18,6 +19,11 @@ Then, with one gunicorn worker (so its memory is the statements'), it prints:
 - the worker's RSS growth during Q5 split (sampled every 50 ms) against FEDERATION_MEMORY;
 - cancel: from DELETE /api/sql/queries/<id> to the leg gone from pg_stat_activity;
 - the dynamic filters EXPLAIN shows for each split query.
+
+``--first`` measures instead what a fresh server (gunicorn's default workers, so a request
+may land on a worker that never ran the statement) does with statements it never saw: per
+query, the single database's median (after one warming run), the split statement's
+**first** run, then ``--repeat`` interleaved runs of both and their medians.
 
 ``--big-join N`` measures instead a join of two legs of N rows each (two PostgreSQL
 databases, a view over generate_series in each) under ``--memory``: the worker's RSS growth
@@ -48,7 +54,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _server import BIN, PG_SERVER, migrate, quarry_env, serving  # noqa: E402
+from _server import BIN, PG_SERVER, ROOT, migrate, quarry_env, serving  # noqa: E402
 
 PID = os.getpid()
 SPLIT_DB, ONE_DB = f"quarry_bench_fed_{PID}", f"quarry_bench_fed_one_{PID}"
@@ -276,6 +282,26 @@ def queries(url: str, off_url: str, repeat: int) -> None:
         print(f"  {name}: " + ("; ".join(shown) if shown else "none"))
 
 
+def first_runs(url: str, repeat: int) -> None:
+    """Split statements never run before on this server, against the single database."""
+    print(f"{'query':<6}{'single s':>10}{'first split s':>15}{'first/single':>14}"
+          f"{'split s':>10}{'split/single':>14}  same answer")
+    for name in QUERIES:
+        single_sql, split_sql = statement(name, False), statement(name, True)
+        timed(url, single_sql)  # the single database's pools and caches: warm
+        first, fed = timed(url, split_sql)
+        singles, splits = [], []
+        for _ in range(repeat):
+            t1, one = timed(url, single_sql)
+            t2, fed = timed(url, split_sql)
+            singles.append(t1)
+            splits.append(t2)
+        single, split = statistics.median(singles), statistics.median(splits)
+        print(f"{name:<6}{single:>10.3f}{first:>15.3f}{first / single:>14.2f}"
+              f"{split:>10.3f}{split / single:>14.2f}  {same(one['data'], fed['data'])}",
+              flush=True)
+
+
 def selective_leg(url: str) -> None:
     top = post(url, "SELECT max(l_orderkey), count(*) FROM lineitem", context={"db": "pg"})
     highest, total = top["data"][0]
@@ -400,6 +426,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--first", action="store_true",
+                        help="first runs on a fresh server of the default workers")
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                        help="with --first: the same on a fresh server of another checkout "
+                             "of Quarry (e.g. a worktree of main), after this one's")
     parser.add_argument("--big-join", type=int, default=0, metavar="ROWS",
                         help="instead of TPC-H: join two legs of ROWS rows each")
     parser.add_argument("--memory", type=int, default=MEMORY,
@@ -426,6 +457,13 @@ def main() -> None:
                              QUARRY_SQL_TIMEOUT_S="600", QUARRY_SQL_MAX_ROWS="1000000",
                              QUARRY_FEDERATION_MEMORY=str(MEMORY))
             migrate(env)
+            if args.first:
+                fresh = {k: v for k, v in env.items() if k != "QUARRY_WORKERS"}
+                for root in [ROOT] + ([args.baseline] if args.baseline else []):
+                    with serving(fresh, folder, name="gunicorn-fresh", root=root) as server:
+                        print(f"{root}: fresh server, {len(server.worker_pids())} workers")
+                        first_runs(server.url, args.repeat)
+                return
             off_env = {**env, "QUARRY_FEDERATION_DYNAMIC_KEYS": "0"}
             with serving(env, folder) as server, \
                     serving(off_env, folder, name="gunicorn-off") as off:

@@ -41,3 +41,34 @@ def test_a_master_without_models_imports_no_ml_stack_and_no_arrow(sqlite_templat
     assert done.returncode == 0, done.stderr
     count, heavy = json.loads(done.stdout.strip().splitlines()[-1])
     assert count == 0 and heavy == [], heavy
+
+
+# What gunicorn's when_ready does with QUARRY_FEDERATION_PRELOAD on (gunicorn.conf.py).
+ENGINE = """
+import json, sys
+import wsgi
+from app.services.startup import preload_engine
+with wsgi.app.app_context():
+    loaded = preload_engine()
+print(json.dumps([loaded, sorted(m for m in ("duckdb", "pyarrow") if m in sys.modules)]))
+"""
+
+
+def test_a_master_preloads_the_engine_only_where_statements_can_federate(sqlite_template,
+                                                                         tmp_path):
+    store = tmp_path / "store.db"
+    shutil.copy(sqlite_template, store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
+    env.update(QUARRY_DATABASE_URL=f"sqlite:///{store}", QUARRY_INSTANCE_PATH=str(tmp_path),
+               QUARRY_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    seen = []
+    for sources in ({}, {"other": f"sqlite:///{tmp_path / 'other.db'}"}):
+        (tmp_path / "other.db").touch()
+        env.update(QUARRY_DATA_SOURCES=json.dumps(sources),
+                   QUARRY_SQLITE_ROOTS=str(tmp_path))
+        done = subprocess.run([sys.executable, "-c", ENGINE], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        seen.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    # The demo alone: nothing loaded; the demo and one more source: DuckDB and pyarrow.
+    assert seen == [[False, []], [True, ["duckdb", "pyarrow"]]], seen

@@ -13,21 +13,35 @@ first; once its rows are in the engine, the other leg's query gets one more cond
 - ``column BETWEEN min AND max`` for integer keys beyond that;
 - ``FALSE`` when the small leg has no key at all.
 
-Keys are compared only with a column of the same kind (integers with integers, text with
-text) of a source that declares its types (PostgreSQL, MariaDB/MySQL); a source that
+Sizes come first from the sources themselves: before any leg runs, each source estimates
+the rows of its leg from its own statistics (``estimate``: PostgreSQL's planner, MariaDB's
+EXPLAIN, a bounded count on SQLite, a file's Parquet metadata), so a statement is planned
+well the first time it runs, on whichever worker gets it. The rows a leg of the same shape
+(literals aside) sent when it last ran in this process, when known, replace the estimate:
+they refine a plan, they never gate it.
+
+Keys are compared only with a column of the same kind (integers, exact decimals, dates or
+timestamps with their own kind; text with text) of a source that declares its types
+(PostgreSQL, MariaDB/MySQL, and SQLite's declared INTEGER and TEXT columns); a source that
 compares more loosely (MariaDB ignores case and trailing spaces) only sends a few more rows,
-and the engine joins them as before. The first run of a query has no sizes yet: its legs
-are all read at once, as without dynamic filters. A filter that kept most of its leg's rows
-is not waited for again.
+and the engine joins them as before. Text keys go only as an IN list, never as a range: the
+sources' collations order text differently from the engine. A filter that kept most of its
+leg's rows is not waited for again.
 """
 
 from __future__ import annotations
 
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 
+from flask import current_app
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
+from ..sql.estimate import estimate_rows
+from ..sql.gate import gate
+from ..sql.sources import SourceRegistry
+from . import files
 from .engine import Session, Sizes
 from .plan import Leg, Link, leg_sql, source_column
 
@@ -49,8 +63,8 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
         return {}
     chosen: dict[str, list[Link]] = {}
     for link in links:
-        small, large = sizes.get(link.source.shape), sizes.get(link.target.shape)
-        if small is None or large is None:  # both read whole once first: both known
+        small, large = size_of(link.source, sizes), size_of(link.target, sizes)
+        if small is None or large is None:  # neither estimated nor read before
             continue
         if (small, link.source.index) >= (large, link.target.index) or \
                 sizes.get(_useless_shape(link)):
@@ -60,6 +74,50 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
             continue
         chosen.setdefault(link.target.name, []).append(link)
     return chosen
+
+
+def size_of(leg: Leg, sizes: Sizes) -> int | None:
+    """The leg's rows: as last read whole in this process, else its source's estimate."""
+    known = sizes.get(leg.shape)
+    return known if known is not None else leg.estimate
+
+
+def size_note(leg: Leg, sizes: Sizes) -> str:
+    """How EXPLAIN shows what the plan knows of a leg's size."""
+    known = sizes.get(leg.shape)
+    if known is not None:
+        return f"{known} rows when last run"
+    if leg.estimate is not None:
+        return f"estimated {leg.estimate} rows by {leg.source.name}"
+    return "size not estimated"
+
+
+def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes: Sizes,
+             timeout_s: float) -> None:
+    """Ask each source the rows of its legs that a dynamic filter may join, all at once
+    (legs whose size this process knows already are not asked); sets ``leg.estimate``."""
+    linked = {id(leg): leg for link in links for leg in (link.source, link.target)}
+    wanted = [leg for leg in linked.values() if sizes.get(leg.shape) is None]
+    app = current_app._get_current_object()
+
+    def one(leg: Leg) -> None:
+        with app.app_context():
+            if files.is_file_source(leg.source):
+                leg.estimate = files.row_count(leg)
+                return
+            gated = gate(leg.sql, registry, leg.source.name)
+            if not gated.param_names:
+                leg.estimate = estimate_rows(gated.source or leg.source, gated.sql,
+                                             timeout_s)
+
+    if len(wanted) <= 1:
+        for leg in wanted:
+            one(leg)
+        return
+    with ThreadPoolExecutor(max_workers=min(len(wanted), 4),
+                            thread_name_prefix="quarry-estimate") as pool:
+        for future in [pool.submit(one, leg) for leg in wanted]:
+            future.result()
 
 
 def learn(leg: Leg, rows: int, links: list[Link], session: Session, sizes: Sizes,
@@ -145,9 +203,9 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
             lists[sentinel] = _literals(values, kind, glot)
             conditions.append(exp.In(this=column, expressions=[exp.var(sentinel)]))
             leg.dynamic.append(f"{column.sql(dialect=glot)} IN {len(values)} keys of {label}")
-        elif kind == "int" and low is not None:
-            condition = exp.Between(this=column, low=exp.Literal.number(low),
-                                    high=exp.Literal.number(high))
+        elif kind != "text" and low is not None:  # collations order text apart
+            condition = exp.Between(this=column, low=_literal(low, kind),
+                                    high=_literal(high, kind))
             conditions.append(condition)
             leg.dynamic.append(f"{condition.sql(dialect=glot)} (the key range of {label})")
     if not conditions:
@@ -162,5 +220,17 @@ def _literals(values: list, kind: str, glot: str) -> str:
     """``v1, v2, …`` in the dialect: each value a literal written by sqlglot (quoted and
     escaped as the dialect needs); one generator for all of them, ~1 µs a value."""
     generator = Dialect.get_or_raise(glot).generator()
-    make = exp.Literal.number if kind == "int" else exp.Literal.string
-    return ", ".join([generator.sql(make(value)) for value in values])
+    return ", ".join([generator.sql(_literal(value, kind)) for value in values])
+
+
+def _literal(value: object, kind: str) -> exp.Expression:
+    """A key as a literal of its kind: numbers as numbers, dates and timestamps as typed
+    strings (ISO text, which every source reads the same way), text as a string."""
+    if kind in ("int", "decimal"):
+        return exp.Literal.number(str(value))
+    if kind == "date":
+        return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.Type.DATE)
+    if kind == "timestamp":
+        return exp.cast(exp.Literal.string(value.isoformat(sep=" ")),
+                        exp.DataType.Type.TIMESTAMP)
+    return exp.Literal.string(value)

@@ -23,6 +23,7 @@ from flask import Flask, current_app
 
 from ..lru import LruCache
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.files import files_dir
 from ..sql.formats import pa  # pyarrow, imported with the first federated statement
 
 EXTENSION_KEY = "quarry.federation"
@@ -57,10 +58,12 @@ SIZES_KEPT = 4096
 class Engine:
     """The process's DuckDB database (thread-safe: one connection per statement)."""
 
-    def __init__(self, memory_bytes: int, temp_dir: str | None, threads: int) -> None:
+    def __init__(self, memory_bytes: int, temp_dir: str | None, threads: int,
+                 files_dir: str | None = None) -> None:
         self.memory_bytes = memory_bytes
         self.temp_dir = temp_dir
         self.threads = threads
+        self.files_dir = files_dir
         self.sizes: Sizes = LruCache(SIZES_KEPT)
         self._db: Any = None  # duckdb.DuckDBPyConnection
         self._lock = threading.Lock()
@@ -87,7 +90,14 @@ class Engine:
             os.makedirs(self.temp_dir, exist_ok=True)
             config["temp_directory"] = self.temp_dir
         db = duckdb.connect(":memory:", config=config)
-        # Set after the temp directory (a path is external access); then nothing may change.
+        if self.files_dir:
+            # The one folder the engine may read besides its own spill files: uploaded
+            # files' Parquet, scanned by DuckDB's own reader (``files.py``). No statement
+            # can name a path: table functions and writes are refused before the engine.
+            os.makedirs(self.files_dir, exist_ok=True)
+            folder = os.path.join(os.path.abspath(self.files_dir), "")
+            db.execute(f"SET allowed_directories = [{_string(folder)}]")
+        # Set after the paths above (a path is external access); then nothing may change.
         db.execute("SET enable_external_access = false")
         db.execute("SET lock_configuration = true")
         return db
@@ -105,7 +115,6 @@ class Session:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._tables: dict[str, pa.Schema] = {}
-        self._attached: list[tuple[str, Any]] = []  # (view, release) of file legs
         # Legs are fetched in parallel; one DuckDB connection takes one call at a time.
         self._lock = threading.Lock()
 
@@ -160,15 +169,13 @@ class Session:
     def keys(self, table: str, column: str, most: int
              ) -> tuple[str, list | None, Any, Any] | None:
         """The distinct non-NULL values of ``column`` in leg table ``table`` (a dynamic
-        filter's keys): (kind "int" or "text", the values or None beyond ``most``, min,
-        max); None for a column of another type."""
+        filter's keys): (its kind, see ``key_kind``; the values or None beyond ``most``,
+        min, max); None for a column of another type."""
         quoted = '"' + column.replace('"', '""') + '"'
         with self._lock, _engine_errors():
             empty = self.conn.execute(f'SELECT {quoted} FROM "{table}" LIMIT 0')
             field_type = empty.to_arrow_table().schema.field(0).type
-            kind = "int" if pa.types.is_integer(field_type) else "text" if (
-                pa.types.is_string(field_type) or pa.types.is_large_string(field_type)) \
-                else None
+            kind = key_kind(field_type)
             if kind is None:
                 return None
             values = self.conn.execute(
@@ -187,12 +194,14 @@ class Session:
             return self.conn.execute(f'SELECT count(DISTINCT {quoted}) FROM "{table}"'
                                      ).fetchone()[0]
 
-    def attach(self, table: str, dataset: Any, release: Any) -> None:
-        """Make ``table`` a view of an Arrow dataset (a file leg, ``federation/files.py``):
-        scanned in place, never copied; ``release`` runs when the statement ends."""
+    def attach(self, table: str, path: str, *, empty: bool = False) -> None:
+        """Make ``table`` a view of the Parquet file ``path`` (a file leg,
+        ``federation/files.py``) in the files folder: DuckDB scans it in place, reading only
+        the columns and row groups the statement needs; ``empty``: none of its rows."""
+        limit = " LIMIT 0" if empty else ""
         with self._lock, _engine_errors():
-            self._attached.append((table, release))
-            self.conn.register(table, dataset)
+            self.conn.execute(f'CREATE TEMP VIEW "{table}" AS SELECT * FROM '
+                              f"read_parquet({_string(path)}){limit}")
 
     def run(self, sql: str) -> list[str]:
         """Start the engine statement; its column names (read it with ``batches``)."""
@@ -219,9 +228,29 @@ class Session:
             for table in self._tables:
                 self.conn.execute(f'DROP TABLE IF EXISTS "{table}"')
         finally:
-            self.conn.close()
-            for _, release in self._attached:
-                release()
+            self.conn.close()  # its TEMP views (file legs) go with it
+
+
+def _string(text: str) -> str:
+    """A DuckDB string literal of ``text`` (a path Quarry made, never a caller's text)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def key_kind(kind: pa.DataType) -> str | None:
+    """The kind of join key a column of this type holds ("int", "decimal", "date",
+    "timestamp", "text"), None for a type no dynamic filter compares (floats, times with a
+    zone …)."""
+    if pa.types.is_integer(kind):
+        return "int"
+    if pa.types.is_decimal(kind):
+        return "decimal"
+    if pa.types.is_date(kind):
+        return "date"
+    if pa.types.is_timestamp(kind) and kind.tz is None:
+        return "timestamp"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    return None
 
 
 def _wider(was: pa.DataType, now: pa.DataType) -> pa.DataType:
@@ -258,11 +287,28 @@ def engine_error(error: EngineError) -> SqlError:
                     f"The statement failed in the federation engine: {message}")
 
 
+def load_modules() -> None:
+    """Import DuckDB, pyarrow and what DuckDB loads with the first rows it is handed (its
+    Python binding imports pandas to check each object it scans: 1.5 s), in a gunicorn
+    master that preloads the engine: its workers share the pages, and no first federated
+    statement pays for them. The database used for it has no thread of its own (one
+    thread: the caller's) and is closed before any fork."""
+    import duckdb
+    import pyarrow
+
+    db = duckdb.connect(":memory:", config={"threads": 1})
+    try:
+        db.register("quarry_warm", pyarrow.table({"n": [1]}))
+        db.execute("SELECT n FROM quarry_warm").to_arrow_table()
+    finally:
+        db.close()
+
+
 def init_engine(app: Flask) -> None:
     temp = app.config.get("FEDERATION_TEMP") or os.path.join(app.instance_path,
                                                              "federation-spill")
     app.extensions[EXTENSION_KEY] = Engine(app.config["FEDERATION_MEMORY"], temp,
-                                           app.config["FEDERATION_THREADS"])
+                                           app.config["FEDERATION_THREADS"], files_dir(app))
 
 
 def current_engine() -> Engine:

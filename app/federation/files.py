@@ -1,9 +1,11 @@
 """Legs that read an uploaded file (``files.<name>``) instead of a database.
 
-A file leg sends no SQL anywhere: the file's Parquet is handed to the statement's engine
-connection as an Arrow dataset that Quarry opened, so DuckDB scans it in place (only the
-columns and row groups the statement needs, in parallel) while its external access stays
-off: the statement itself can name no path, and ``read_csv('/etc/passwd')`` is refused.
+A file leg sends no SQL anywhere: the statement's engine connection gets a view of the
+file's Parquet that DuckDB's own reader scans in place (only the columns and row groups
+the statement needs, in parallel). The engine may read the files folder and nothing else
+(``allowed_directories``, with external access off and the configuration locked), and the
+statement itself can name no path: table functions are refused before the engine, so
+``read_csv('/etc/passwd')`` never reaches it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .engine import Session
 from .plan import Leg
 
 # pyarrow loads with the first file read, not with the app (tests/test_idle_imports.py).
-ds = on_first_use("pyarrow.dataset")
+pq = on_first_use("pyarrow.parquet")
 
 
 def is_file_source(source: DataSource) -> bool:
@@ -32,22 +34,30 @@ def describe(table: exp.Table) -> list[str]:
 
 
 def attach(leg: Leg, session: Session) -> int:
-    """Make the engine table ``leg.name`` the file itself; its row count."""
+    """Make the engine table ``leg.name`` the file itself; its row count (from the
+    Parquet metadata)."""
     path = stored_path(_key(leg.table))
-    # Opened now and read through its descriptor: an upload that replaces the file while
-    # the statement runs (os.replace) leaves this statement reading the old one whole.
-    fd = os.open(path, os.O_RDONLY)
-    proc = f"/proc/self/fd/{fd}"
-    dataset = ds.dataset(proc if os.path.exists(proc) else path, format="parquet")
-    if leg.limit == 0:  # the statement is only described: an empty table of its columns
-        os.close(fd)
-        session.ensure(leg.name, dataset.schema)
-        leg.rows = 0
-        return 0
-    session.attach(leg.name, dataset, lambda: os.close(fd))
-    rows = dataset.count_rows()
-    leg.rows = rows
-    return rows
+    rows = _metadata_rows(path)
+    session.attach(leg.name, os.path.abspath(path), empty=leg.limit == 0)
+    leg.rows = 0 if leg.limit == 0 else rows
+    return leg.rows
+
+
+def row_count(leg: Leg) -> int | None:
+    """The rows of the leg's file, from its Parquet metadata (nothing else is read); the
+    leg's own conditions are applied by the engine, so this is the most it returns."""
+    try:
+        return _metadata_rows(stored_path(_key(leg.table)))
+    except SqlError:
+        return None
+
+
+def _metadata_rows(path: str) -> int:
+    try:
+        return pq.read_metadata(path).num_rows
+    except FileNotFoundError:
+        raise SqlError(ErrorCode.UNKNOWN_TABLE, "Table not found: files."
+                       + os.path.basename(path).removesuffix(".parquet")) from None
 
 
 def _key(table: exp.Table) -> str:

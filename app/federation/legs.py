@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
 
 from ..sql.errors import ErrorCode, SqlError
@@ -32,11 +33,13 @@ from .engine import Session
 from .plan import Leg
 
 # Column types a dynamic filter compares with keys (``dynamic.py``): PostgreSQL's OIDs and
-# PyMySQL's FIELD_TYPE codes of integers and of character strings.
+# PyMySQL's FIELD_TYPE codes of integers, exact decimals, dates, timestamps without a time
+# zone and character strings.
 _KEY_KINDS = {
-    "postgresql": {20: "int", 21: "int", 23: "int", 25: "text", 1042: "text", 1043: "text"},
-    "mysql": {1: "int", 2: "int", 3: "int", 8: "int", 9: "int", 15: "text", 253: "text",
-              254: "text"},
+    "postgresql": {20: "int", 21: "int", 23: "int", 1700: "decimal", 1082: "date",
+                   1114: "timestamp", 25: "text", 1042: "text", 1043: "text"},
+    "mysql": {1: "int", 2: "int", 3: "int", 8: "int", 9: "int", 0: "decimal", 246: "decimal",
+              10: "date", 12: "timestamp", 15: "text", 253: "text", 254: "text"},
 }
 
 
@@ -54,10 +57,46 @@ def describe(registry: SourceRegistry, statement: Statement, deadline: float,
             pass
         kinds = _KEY_KINDS.get(stream.dialect, {})
         types = stream.types or [None] * len(stream.columns)
-        return [(name, kinds.get(spec[0]) if spec else None)
-                for name, spec in zip(stream.columns, types, strict=True)]
+        described = [(name, kinds.get(spec[0]) if spec else None)
+                     for name, spec in zip(stream.columns, types, strict=True)]
     finally:
         stream.close()
+    if source.dialect == "sqlite" and not table.db:
+        declared = _sqlite_kinds(registry, statement, deadline, source, table.name)
+        described = [(name, declared.get(name.lower())) for name, _ in described]
+    return described
+
+
+def _sqlite_kinds(registry: SourceRegistry, statement: Statement, deadline: float,
+                  source: DataSource, name: str) -> dict[str, str]:
+    """The key kinds of a SQLite table's columns from the types its CREATE TABLE declares,
+    by SQLite's own affinity rules: INTEGER affinity ("INT" in the type) holds integers,
+    TEXT affinity ("CHAR", "CLOB", "TEXT") text; other columns (and views) take no filter,
+    since SQLite compares them by other rules."""
+    sql = exp.select("sql").from_("sqlite_master").where(
+        exp.and_(exp.column("type").eq(exp.Literal.string("table")),
+                 exp.func("lower", exp.column("name")).eq(exp.Literal.string(name.lower())))
+    ).sql(dialect="sqlite")
+    stream = _open(registry, statement, deadline, source, sql, 1)
+    try:
+        rows = [row for batch in stream.batches() for row in batch]
+    finally:
+        stream.close()
+    if not rows or not rows[0][0]:
+        return {}
+    try:
+        create = sqlglot.parse_one(rows[0][0], read="sqlite")
+    except sqlglot.errors.SqlglotError:
+        return {}
+    found: dict[str, str] = {}
+    for column in create.find_all(exp.ColumnDef):
+        declared = column.args.get("kind")
+        text = declared.sql(dialect="sqlite").upper() if declared is not None else ""
+        if "INT" in text:
+            found[column.name.lower()] = "int"
+        elif any(word in text for word in ("CHAR", "CLOB", "TEXT")):
+            found[column.name.lower()] = "text"
+    return found
 
 
 def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: Leg,

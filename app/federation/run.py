@@ -243,6 +243,7 @@ class _Run:
                 leg.sql = leg_sql(leg)
             waits = {}
         else:
+            self._estimate()
             waits = dynamic.choose(self.plan.links, engine.sizes, most)
         loaded = {leg.name: threading.Event() for leg in self.plan.legs}
         failed: set[str] = set()
@@ -279,6 +280,11 @@ class _Run:
         # holds the last worker a source needs.
         self._parallel([lambda child, leg=leg: load_leg(child, leg)
                         for leg in dynamic.order(self.plan.legs, waits)], "arrow")
+
+    def _estimate(self) -> None:
+        """Each linked leg's rows, as its source estimates them (``dynamic.estimate``)."""
+        dynamic.estimate(self.plan.legs, self.plan.links, self.registry,
+                         current_engine().sizes, self.deadline - time.monotonic())
 
     def _wait(self, child: Statement, event: threading.Event) -> None:
         while not event.wait(0.05):
@@ -373,10 +379,11 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
                                                             source, table)))
     finally:
         statement.detach(_Detached())
-    waits = dynamic.choose(plan.links, current_engine().sizes,
-                           current_app.config["FEDERATION_DYNAMIC_KEYS"])
-    rows = [("; ".join([f"leg {i}: {leg.name}"] + [dynamic.describe(link) for link in
-                                                    waits.get(leg.name, ())]),
+    sizes = current_engine().sizes
+    dynamic.estimate(plan.legs, plan.links, registry, sizes, deadline - time.monotonic())
+    waits = dynamic.choose(plan.links, sizes, current_app.config["FEDERATION_DYNAMIC_KEYS"])
+    rows = [("; ".join([f"leg {i}: {leg.name}", dynamic.size_note(leg, sizes)]
+                       + [dynamic.describe(link) for link in waits.get(leg.name, ())]),
              leg.source.name, leg.sql)
             for i, leg in enumerate(plan.legs, 1)]
     rows.append(("engine", "duckdb", plan.engine_sql))

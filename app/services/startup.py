@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 from flask import Flask
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..extensions import db
+from ..federation.engine import load_modules
+from ..federation.plan import warm as warm_planner
+from ..sql.files import FILES_SOURCE
+from ..sql.sources import current_sources, data_source_names
+from ..store import UploadedFile
 from .projects import shadowed_projects
 from .trainer import recover_orphans
 
@@ -37,6 +43,31 @@ def check_store(app: Flask) -> None:
         log.warning("project(s) %s have the name of a data source: SQL statements reach the "
                     "data source; rename the data source in QUARRY_DATA_SOURCES",
                     ", ".join(shadowed))
+
+
+def preload_engine() -> bool:
+    """Load the federation engine's modules (DuckDB, pyarrow, the planner's dialects, the
+    ADBC driver of PostgreSQL legs) when this deployment can use them: it has two data
+    sources or more (configured or created at run time) or an uploaded file. Whether it
+    loaded them. In a gunicorn master before forking (``FEDERATION_PRELOAD``); a
+    deployment of one database never holds them."""
+    try:
+        files = db.session.execute(select(func.count()).select_from(UploadedFile)).scalar()
+        # The files source is always listed: whether it holds a file is counted above.
+        sources = [n for n in data_source_names() if n != FILES_SOURCE]
+    except SQLAlchemyError:  # a store not migrated yet, or down: workers load on demand
+        db.session.rollback()
+        return False
+    finally:
+        db.session.remove()
+    if len(sources) < 2 and not files:
+        return False
+    load_modules()
+    dialects = current_sources().dialects()
+    warm_planner(dialects)
+    if "postgres" in dialects:  # PostgreSQL legs are read through ADBC (1.6 s to load)
+        importlib.import_module("app.sql.native")
+    return True
 
 
 def store_ready() -> bool:

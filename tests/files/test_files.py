@@ -202,6 +202,25 @@ def test_the_sql_cannot_read_server_files(client, query):
         assert "root:" not in str(body)
 
 
+@pytest.mark.parametrize("query", [
+    "SELECT * FROM read_parquet('{files}/rentals.parquet')",
+    "SELECT * FROM files.rentals r JOIN read_parquet('{files}/*.parquet') p ON true",
+    "SELECT * FROM glob('{files}/*')",
+    "SELECT * FROM parquet_metadata('{files}/rentals.parquet')",
+    "SELECT * FROM files.rentals WHERE location IN (SELECT file FROM glob('{files}/*'))",
+    "COPY (SELECT 1) TO '{files}/planted.parquet'",
+    "SELECT * FROM files.rentals; COPY (SELECT 1) TO '{files}/planted.parquet'",
+])
+def test_the_sql_cannot_name_the_files_folder_the_engine_reads(client, files_dir, query):
+    """The engine may read the files folder (DuckDB scans the files there): no statement
+    may name a path in it, nor write there."""
+    assert put(client, "rentals", RENTALS).status_code == 200
+    response = client.post("/api/sql/query", json={"query": query.format(files=files_dir)})
+    body = response.get_json()
+    assert body["type"] == "error", body
+    assert sorted(os.listdir(files_dir)) == ["rentals.parquet"]
+
+
 def test_the_row_cap_holds_with_truncated(make_app, files_dir):
     client = make_app(FILES_DIR=files_dir, SQL_MAX_ROWS=2).test_client()
     assert put(client, "rentals", RENTALS).status_code == 200
