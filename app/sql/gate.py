@@ -16,6 +16,7 @@ from typing import Any
 from sqlglot import exp
 
 from .errors import ErrorCode, SqlError
+from .functions import FunctionPolicy
 from .sources import DataSource, SourceRegistry
 from .syntax import parse_sqlglot
 
@@ -79,11 +80,16 @@ def parse_single(query: str, dialect: str | None) -> exp.Expression:
 def check_functions(statement: exp.Expression, source: DataSource) -> None:
     """FORBIDDEN_FUNCTION unless every function the statement calls is on the source's
     allow-list (see ``functions/``): a function nobody thought of is refused by default."""
-    refusal = source.functions.statement_refusal(statement)
+    check_calls(statement, source.functions)
+
+
+def check_calls(statement: exp.Expression, policy: FunctionPolicy) -> None:
+    """FORBIDDEN_FUNCTION unless ``policy`` allows every function the statement calls."""
+    refusal = policy.statement_refusal(statement)
     if refusal is not None:
         raise SqlError(ErrorCode.FORBIDDEN_FUNCTION, refusal)
     for node in statement.walk():
-        refusal = source.functions.refusal(node)
+        refusal = policy.refusal(node)
         if refusal is not None:
             raise SqlError(ErrorCode.FORBIDDEN_FUNCTION, refusal)
 
