@@ -251,11 +251,32 @@ def _gate(query: str, registry: SourceRegistry, context_db: str | None) -> Gated
         check_functions(statement, target)
     if (target.sqlglot_dialect if target else "sqlite") == "sqlite":
         _keep_comma_joins(statement, query)
+    if source is None:
+        _name_constants(statement)
     count_params = check_row_counts(statement)
     sql, names = _render(statement, target.dialect if target else "sqlite",
                          target.sqlglot_dialect if target else "sqlite")
     return GatedStatement(source=source, sql=sql, param_names=tuple(names),
                           count_params=count_params)
+
+
+def _name_constants(statement: exp.Expression) -> None:
+    """Name a table-less SELECT's string constants as MindsDB does: ``SELECT 'a'`` and
+    ``SELECT "a"`` (a string in MindsDB's MySQL dialect) answer a column ``a``."""
+    select = statement
+    while isinstance(select, exp.SetOperation):  # the first branch names the columns
+        select = select.this
+    if not isinstance(select, exp.Select) or select.args.get("from_") is not None:
+        return
+    for item in list(select.expressions):
+        if isinstance(item, exp.Column) and not item.table and item.this.quoted:
+            value = item.name
+        elif isinstance(item, exp.Literal) and item.is_string:
+            value = item.this
+        else:
+            continue
+        if value:
+            item.replace(exp.alias_(exp.Literal.string(value), value, quoted=True))
 
 
 _CROSS_WORD = re.compile(r"\bcross\b", re.IGNORECASE)
