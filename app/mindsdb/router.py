@@ -56,6 +56,7 @@ from . import (
 from .context import Context
 from .errors import service_errors
 from .parser import NotParsed, mindsdb_leading_tokens, parse_mindsdb, parse_sql_cached
+from .relation import Relation
 
 __all__ = ["service_statement"]
 
@@ -145,6 +146,9 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
     if model is None:
+        answered = _prediction_view(statement, project, name, alias, ctx)
+        if answered is not None:
+            return answered
         answered = agent_answers.answer_statement(statement, project, name, alias, ctx)
         if answered is not None:
             return answered
@@ -198,6 +202,28 @@ def _model(project: str, name: str):
         return model_service.get_model(project, name)
     except (ModelNotFound, ProjectNotFound):
         return None
+
+
+def _prediction_view(statement: Select, project: str, name: str, alias: str | None,
+                     ctx: Context) -> dict[str, Any] | None:
+    """``SELECT … FROM p.v`` where view ``v`` JOINs a model (MindsDB's prediction view):
+    the view's prediction, then the statement over its rows; None for any other name."""
+    view = view_service.find_view(project, name)
+    if view is None or view["database"] is not None:
+        return None
+    try:
+        inner = parse_sql_cached(view["query"])
+    except NotParsed:
+        return None
+    if not isinstance(inner, Select) or not isinstance(inner.from_table, Join):
+        return None
+    answer = _join(inner, inner.from_table, Context(db=project, registry=ctx.registry,
+                                                    params=ctx.params))
+    if answer is None:
+        return None
+    relation = Relation.of(answer["column_names"], [tuple(row) for row in answer["data"]],
+                           alias or name)
+    return statements.select_table(statement, relation, ctx)
 
 
 def _join(statement: Select, join: Join, ctx: Context) -> dict[str, Any] | None:

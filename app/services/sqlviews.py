@@ -20,7 +20,7 @@ from flask import current_app
 from sqlalchemy import delete, select
 from sqlglot import exp
 
-from ..errors import NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
+from ..errors import ModelNotFound, NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
 from ..extensions import db
 from ..federation import run as federation
 from ..rules.names import PROJECT_TABLES, lookup_key, name_key, validate_name
@@ -163,6 +163,9 @@ def check_statement(project: str, name: str, query: str, database: str | None) -
     try:
         tree = _expanded(query, project, database, registry,
                          {(project.lower(), name.lower())}, 0)
+        # A prediction (rows JOIN a model, as in MindsDB): the model exists, and the rows
+        # it is joined with are checked as a view of their own would be.
+        tree = predicted_rows(tree, project, registry) or tree
         _check_project_tables(tree, registry)
         # Described as it is read: SELECT … FROM p.v is SELECT … FROM (<v's SELECT>) AS v
         # (MariaDB refuses such a derived table with two columns of one name).
@@ -173,6 +176,32 @@ def check_statement(project: str, name: str, query: str, database: str | None) -
     except SqlError as exc:
         raise Unprocessable(f"The view's statement cannot be read: {exc.message}",
                             title="Invalid view") from None
+
+
+def predicted_rows(tree: exp.Expression, project: str, registry: SourceRegistry
+                   ) -> exp.Select | None:
+    """For a SELECT that JOINs a model of a project with rows (a table, a file, a view or a
+    subquery), the rows' side as a statement of its own; None for any other statement."""
+    from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None
+    joins = tree.args.get("joins") or [] if from_ is not None else []
+    if len(joins) != 1:
+        return None
+    sides = [from_.this, joins[0].this]
+    for model_side, rows in ((sides[1], sides[0]), (sides[0], sides[1])):
+        if isinstance(model_side, exp.Table) and _names_model(model_side, project, registry):
+            return exp.select("*").from_(rows.copy())
+    return None
+
+
+def _names_model(table: exp.Table, project: str, registry: SourceRegistry) -> bool:
+    owner = table.db or project
+    if table.catalog or not table.name or registry.get(owner) is not None:
+        return False
+    try:
+        model_service.get_model(owner, table.name)
+    except (ModelNotFound, ProjectNotFound):
+        return False
+    return True
 
 
 def _check_project_tables(tree: exp.Expression, registry: SourceRegistry) -> None:
