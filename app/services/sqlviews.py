@@ -37,6 +37,8 @@ from .projects import get_project
 
 # Views of views: deeper than any real use, shallow enough to stop a loop.
 MAX_DEPTH = 16
+# Marks the statement of a view made FROM a data source (read in that source's dialect).
+_NATIVE = "quarry_native_dialect"
 
 
 class ViewNotFound(ObjectNotFound):
@@ -232,6 +234,7 @@ def _expanded(query: str, project: str, database: str | None, registry: SourceRe
     tree = parsed[0]
     if database is not None:
         _in_source(tree, database)
+        tree.meta[_NATIVE] = _native_dialect(database, registry)
     else:
         _replace_views(tree, project, registry, visiting, depth)
     return tree
@@ -259,9 +262,13 @@ def _in_source(tree: exp.Expression, database: str) -> None:
 
 
 def _render(tree: exp.Expression, db: str | None, registry: SourceRegistry) -> str:
-    """The expanded statement's text: in the dialect of the one data source it reads (a
-    view's statement read in its source's dialect keeps its meaning there: MariaDB reads
-    ``"a"`` as a string, not a column), else in the generic dialect."""
+    """The expanded statement's text. With a view made ``FROM db`` in it, and one data
+    source read, in that source's dialect: the view's statement was read in it, and keeps
+    its meaning only there (MariaDB reads ``"a"`` as a string, `` `a` `` as a column).
+    Otherwise in the generic dialect, as the statements were read."""
+    natives = {node.meta.get(_NATIVE) for node in tree.find_all(exp.Query)} - {None}
+    if not natives:
+        return tree.sql()
     context = registry.get(db) if db else None
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     dialects = set()
@@ -274,7 +281,8 @@ def _render(tree: exp.Expression, db: str | None, registry: SourceRegistry) -> s
         if source is None:
             return tree.sql()  # a name the data path reports on
         dialects.add(source.sqlglot_dialect)
-    if len(dialects) != 1 or context is not None and context.sqlglot_dialect not in dialects:
+    if len(dialects) != 1 or not dialects <= natives \
+            or context is not None and context.sqlglot_dialect not in dialects:
         return tree.sql()
     return tree.sql(dialect=dialects.pop())
 

@@ -46,6 +46,13 @@ def test_a_mariadb_view_speaks_mariadb(fquery, views):  # noqa: F811
     assert body["type"] == "ok", body
     body = fquery("SELECT * FROM mindsdb.names")
     assert body["data"] == [[i, n] for i, n, c, *_ in CUSTOMERS if c == "FR"], body
+    # A view made without FROM reads as the same statement written directly does.
+    views.append("names2")
+    body = fquery('CREATE VIEW mindsdb.names2 AS (SELECT id, name FROM maria.customers '
+                  'WHERE country = "FR")')
+    assert body["type"] == "ok", body
+    direct = fquery('SELECT id, name FROM maria.customers WHERE country = "FR" ORDER BY id')
+    assert fquery("SELECT * FROM mindsdb.names2 ORDER BY id")["data"] == direct["data"]
 
 
 @pytest.mark.parametrize(("query", "named"), [
