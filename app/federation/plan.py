@@ -33,7 +33,8 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ..sql.errors import ErrorCode, SqlError
-from ..sql.gate import check_read_only, check_row_counts, parse_any
+from ..sql.functions.duckdb import DuckDbPolicy
+from ..sql.gate import check_calls, check_read_only, check_row_counts, parse_any
 from ..sql.sources import DataSource, SourceRegistry
 
 LEG_PREFIX = "leg_"
@@ -110,6 +111,9 @@ def parse(query: str, registry: SourceRegistry, params: dict[str, Any] | None = 
     statement, _ = parse_any(query, registry)
     check_read_only(statement, None)
     _bind(statement, params or {})
+    # Every call runs in the engine (a leg only sends columns and comparisons): its own
+    # allow-list, so that no statement reads the engine's settings, files or environment.
+    check_calls(statement, DuckDbPolicy())
     check_row_counts(statement)  # after binding: a count given as a parameter is a literal now
     return statement
 

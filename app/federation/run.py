@@ -20,6 +20,8 @@ from typing import Any
 
 from flask import current_app
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Tokenizer, TokenType
 
 from ..sql import execute
 from ..sql.errors import ErrorCode, SqlError
@@ -39,6 +41,7 @@ EXPLAIN_COLUMNS = ["step", "source", "sql"]
 # Legs fetched at once per statement: each holds a connection of its source's pool.
 MAX_PARALLEL_LEGS = 4
 _EXPLAIN = re.compile(r"\s*explain\s+(?=select\b|with\b|\()", re.IGNORECASE)
+_EXPLAIN_WORD = re.compile(r"\s*explain\b", re.IGNORECASE)
 
 
 @dataclass
@@ -60,7 +63,9 @@ class FederatedResult:
 
 
 def explained(query: str) -> str | None:
-    """The statement of ``EXPLAIN <select>``, or None for any other text."""
+    """The statement of ``EXPLAIN <select>``, or None for any other text; READ_ONLY for
+    ``EXPLAIN ANALYZE`` (it runs the statement to time it)."""
+    _refuse_analyze(query)
     match = _EXPLAIN.match(query)
     if match is None:
         return None
@@ -69,6 +74,23 @@ def explained(query: str) -> str | None:
     except SqlError:
         return None
     return query[match.end():] if len(statements) == 1 else None
+
+
+def _refuse_analyze(query: str) -> None:
+    head = _EXPLAIN_WORD.match(query)
+    if head is None:
+        return
+    try:  # tokens, not text: a comment between the words hides nothing
+        tokens = Tokenizer().tokenize(query[head.end():])
+    except SqlglotError:
+        return  # not EXPLAIN ANALYZE as far as can be read: the gate refuses it anyway
+    for token in tokens:
+        if token.token_type in (TokenType.SELECT, TokenType.WITH):
+            return
+        if token.text.upper() in ("ANALYZE", "ANALYSE"):
+            raise SqlError(ErrorCode.READ_ONLY,
+                           "EXPLAIN ANALYZE is refused: it runs the statement to time it; "
+                           "EXPLAIN SELECT … shows the plan without running it")
 
 
 def sources_of(plan: Plan) -> list[str]:

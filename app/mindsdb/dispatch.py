@@ -167,6 +167,11 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                     timeout_s: float | None, statement: Statement | None,
                     stream: bool, reached: list[str]) -> dict[str, Any] | TableStream:
     registry = access.queryable_sources()
+    # EXPLAIN <select>: the SELECT goes the same way (views, gate, rights), and the plan
+    # of where it runs is the answer (never EXPLAIN ANALYZE: it would run it).
+    explained = federation.explained(query)
+    if explained is not None:
+        query = explained
     # Views are expanded into the statement first: what follows (the gate, the caller's
     # rights on each data source, the federation) holds for the expanded text. A statement
     # the gate takes as it is names no view (projects and data sources share one name
@@ -174,15 +179,14 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
     if not _gate_takes(query, registry, db):
         query = expand_views(query, db, Context(db=db, registry=registry, params=params)) \
             or query
-    target = federation.explained(query)
-    if target is not None and _names_several_sources(target, registry, db):
-        return _federated_explain(target, registry, db, params, timeout_s, statement)
     try:
         gated = gate(query, registry, db)
     except SqlError as exc:
         if exc.code != ErrorCode.CROSS_SOURCE:
             raise
         # Tables of several data sources: a federated SELECT (app/federation/).
+        if explained is not None:
+            return _federated_explain(query, registry, db, params, timeout_s, statement)
         return _federated(query, registry, db, params, timeout_s, statement, stream,
                           reached)
     if gated.source is not None:
@@ -193,12 +197,14 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
         raise unknown_source(gated.source.name, registry.names())
     if gated.source is not None and gated.source.dialect == FILES_DIALECT:
         # Uploaded files have no database: the federation engine reads them in place.
+        if explained is not None:
+            return _federated_explain(query, registry, db, params, timeout_s, statement)
         return _federated(query, registry, db, params, timeout_s, statement, stream, reached)
     check_count_params(gated, params)
     target = gated.source or registry.constants
     if statement is not None:
         statement.source, statement.sql = target.name, gated.sql
-    if stream and statement is not None:
+    if stream and statement is not None and explained is None:
         config = current_app.config
         limit = config["SQL_STREAM_TIMEOUT_S"]
         return open_stream(target, gated.sql, params, gated.param_names,
@@ -208,7 +214,7 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
                            timeout_s=effective_timeout(target, timeout_s),
                            max_rows=target.max_rows,
                            max_bytes=current_app.config["SQL_MAX_RESPONSE_BYTES"],
-                           statement=statement)
+                           statement=statement, plan=explained is not None)
     body: dict[str, Any] = {
         "type": "table",
         "column_names": result.columns,
@@ -226,14 +232,6 @@ def _gate_takes(query: str, registry: Any, db: str) -> bool:
     except SqlError:
         return False
     return True
-
-
-def _names_several_sources(query: str, registry: Any, db: str) -> bool:
-    try:
-        gate(query, registry, db)
-    except SqlError as exc:
-        return exc.code == ErrorCode.CROSS_SOURCE
-    return False
 
 
 def _federated(query: str, registry: Any, db: str, params: dict[str, Any] | None,

@@ -28,7 +28,6 @@ from ..services import access
 from ..services import models as model_service
 from ..services.sqlviews import expand as expand_views
 from ..sql.errors import ErrorCode, SqlError
-from ..sql.execute import fetch_rows
 from ..sql.gate import gate
 from ..store import MLModel
 from .context import Context, qualified
@@ -156,8 +155,9 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
         data_source = registry.require(source)
         with service_errors():
             access.require_source(data_source.name)  # the JOIN reads it as its caller
-        columns, rows = fetch_rows(data_source.name, outer.to_string(),
-                                   max_rows=data_source.max_rows, registry=registry)
+        # On the data source, or by the engine for uploaded files.
+        columns, rows = federation.read_rows(outer.to_string(), registry, data_source.name,
+                                             max_rows=data_source.max_rows, timeout_s=None)
     inputs = [dict(zip(columns, row, strict=True)) for row in rows]
     if forecasting:
         if not inputs:

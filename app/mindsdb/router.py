@@ -40,6 +40,7 @@ from mindsdb_sql_parser.ast.mindsdb import (
 from ..errors import ModelNotFound, ProjectNotFound
 from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import models as model_service
+from ..services import sqlviews as view_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.sources import SourceRegistry
 from . import (
@@ -53,7 +54,9 @@ from . import (
     views,
 )
 from .context import Context
+from .errors import service_errors
 from .parser import NotParsed, mindsdb_leading_tokens, parse_mindsdb, parse_sql_cached
+from .relation import Relation
 
 __all__ = ["service_statement"]
 
@@ -143,6 +146,9 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
     if model is None:
+        answered = _prediction_view(statement, project, name, alias, ctx)
+        if answered is not None:
+            return answered
         answered = agent_answers.answer_statement(statement, project, name, alias, ctx)
         if answered is not None:
             return answered
@@ -198,17 +204,49 @@ def _model(project: str, name: str):
         return None
 
 
+def _prediction_view(statement: Select, project: str, name: str, alias: str | None,
+                     ctx: Context) -> dict[str, Any] | None:
+    """``SELECT … FROM p.v`` where view ``v`` JOINs a model (MindsDB's prediction view):
+    the view's prediction, then the statement over its rows; None for any other name."""
+    view = view_service.find_view(project, name)
+    if view is None or view["database"] is not None:
+        return None
+    try:
+        inner = parse_sql_cached(view["query"])
+    except NotParsed:
+        return None
+    if not isinstance(inner, Select) or not isinstance(inner.from_table, Join):
+        return None
+    answer = _join(inner, inner.from_table, Context(db=project, registry=ctx.registry,
+                                                    params=ctx.params))
+    if answer is None:
+        return None
+    relation = Relation.of(answer["column_names"], [tuple(row) for row in answer["data"]],
+                           alias or name)
+    return statements.select_table(statement, relation, ctx)
+
+
 def _join(statement: Select, join: Join, ctx: Context) -> dict[str, Any] | None:
-    """A JOIN with a model on either side is a batch prediction; other JOINs are data."""
+    """A JOIN with a model on either side is a batch prediction; other JOINs are data.
+
+    A side written ``project.name`` that is neither a model nor a view of the project is a
+    model that does not exist (NOT_FOUND naming it and its project), not a data source."""
+    missing = None
     for model_side, other in ((join.right, join.left), (join.left, join.right)):
         if not isinstance(model_side, Identifier):
             continue
-        found = _project_object([str(p) for p in model_side.parts], ctx)
+        parts = [str(p) for p in model_side.parts]
+        found = _project_object(parts, ctx)
         if found is None or found[1].lower() in PROJECT_TABLES:
             continue
         model = _model(*found)
         if model is not None:
             return predictions.predict_join(statement, other, model_side, found[0], model, ctx)
+        if len(parts) > 1 and missing is None and view_service.find_view(*found) is None:
+            missing = found
+    if missing is not None:
+        with service_errors():
+            raise ModelNotFound(missing[1], missing[0])
     return None
 
 

@@ -174,7 +174,9 @@ def _show_kind(table: str):
     return handler
 
 
-_SHOW = {"DATABASES": _show_databases, "PROJECTS": _show_projects, "TABLES": _show_tables,
+# SHOW SCHEMAS is SHOW DATABASES in MindsDB (as in MySQL).
+_SHOW = {"DATABASES": _show_databases, "SCHEMAS": _show_databases,
+         "PROJECTS": _show_projects, "TABLES": _show_tables,
          "MODELS": _show_kind("models"), "PREDICTORS": _show_kind("models"),
          "SKILLS": _show_kind("skills"), "AGENTS": _show_kind("agents")}
 

@@ -20,7 +20,7 @@ from flask import current_app
 from sqlalchemy import delete, select
 from sqlglot import exp
 
-from ..errors import NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
+from ..errors import ModelNotFound, NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
 from ..extensions import db
 from ..federation import run as federation
 from ..rules.names import PROJECT_TABLES, lookup_key, name_key, validate_name
@@ -37,6 +37,8 @@ from .projects import get_project
 
 # Views of views: deeper than any real use, shallow enough to stop a loop.
 MAX_DEPTH = 16
+# Marks the statement of a view made FROM a data source (read in that source's dialect).
+_NATIVE = "quarry_native_dialect"
 
 
 class ViewNotFound(ObjectNotFound):
@@ -142,36 +144,66 @@ def expand(query: str, db: str | None, registry: SourceRegistry) -> str | None:
     if len(parsed) != 1 or parsed[0] is None or not list(parsed[0].find_all(exp.Table)):
         return None
     tree = parsed[0]
-    if not _replace_views(tree, db, None, registry, set(), 0):
+    if not _replace_views(tree, db, registry, set(), 0):
         return None
-    return tree.sql()
+    return _render(tree, db, registry)
 
 
 def check_statement(project: str, name: str, query: str, database: str | None) -> None:
     """Unprocessable unless the statement of view ``project.name`` (made ``FROM database``)
     can be read by the caller: checked as running it would check it, its columns read and
     none of its rows."""
-    try:
-        check_read_only(parse_single(query, None), None)
-    except SqlError as exc:
-        raise Unprocessable(f"The view's statement is refused: {exc.message}",
-                            title="Invalid view") from None
     registry = access.queryable_sources()
     if database is not None and registry.get(database) is None:
         raise Unprocessable(f"Data source '{database}' does not exist", title="Invalid view")
+    dialect = _native_dialect(database, registry)
+    try:
+        check_read_only(parse_single(query, dialect), dialect)
+    except SqlError as exc:
+        raise Unprocessable(f"The view's statement is refused: {exc.message}",
+                            title="Invalid view") from None
     try:
         tree = _expanded(query, project, database, registry,
                          {(project.lower(), name.lower())}, 0)
+        # A prediction (rows JOIN a model, as in MindsDB): the model exists, and the rows
+        # it is joined with are checked as a view of their own would be.
+        tree = predicted_rows(tree, project, registry) or tree
         _check_project_tables(tree, registry)
         # Described as it is read: SELECT … FROM p.v is SELECT … FROM (<v's SELECT>) AS v
         # (MariaDB refuses such a derived table with two columns of one name).
         read = exp.select("*").from_(exp.Subquery(
             this=tree, alias=exp.TableAlias(this=exp.to_identifier(name))))
-        federation.query_columns(read.sql(), registry, None,
+        federation.query_columns(_render(read, None, registry), registry, None,
                                  timeout_s=current_app.config["SQL_TIMEOUT_S"])
     except SqlError as exc:
         raise Unprocessable(f"The view's statement cannot be read: {exc.message}",
                             title="Invalid view") from None
+
+
+def predicted_rows(tree: exp.Expression, project: str, registry: SourceRegistry
+                   ) -> exp.Select | None:
+    """For a SELECT that JOINs a model of a project with rows (a table, a file, a view or a
+    subquery), the rows' side as a statement of its own; None for any other statement."""
+    from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None
+    joins = tree.args.get("joins") or [] if from_ is not None else []
+    if len(joins) != 1:
+        return None
+    sides = [from_.this, joins[0].this]
+    for model_side, rows in ((sides[1], sides[0]), (sides[0], sides[1])):
+        if isinstance(model_side, exp.Table) and _names_model(model_side, project, registry):
+            return exp.select("*").from_(rows.copy())
+    return None
+
+
+def _names_model(table: exp.Table, project: str, registry: SourceRegistry) -> bool:
+    owner = table.db or project
+    if table.catalog or not table.name or registry.get(owner) is not None:
+        return False
+    try:
+        model_service.get_model(owner, table.name)
+    except (ModelNotFound, ProjectNotFound):
+        return False
+    return True
 
 
 def _check_project_tables(tree: exp.Expression, registry: SourceRegistry) -> None:
@@ -193,23 +225,72 @@ def _check_project_tables(tree: exp.Expression, registry: SourceRegistry) -> Non
 def _expanded(query: str, project: str, database: str | None, registry: SourceRegistry,
               visiting: set[tuple[str, str]], depth: int) -> exp.Expression:
     try:
-        parsed = parse_sqlglot(query, None)
+        parsed = parse_sqlglot(query, _native_dialect(database, registry))
     except SqlError as exc:
         raise SqlError(ErrorCode.INVALID_STATEMENT,
                        f"The view's statement cannot be read: {exc.message}") from None
     if len(parsed) != 1 or parsed[0] is None:
         raise SqlError(ErrorCode.INVALID_STATEMENT, "A view holds exactly one SELECT")
     tree = parsed[0]
-    _replace_views(tree, project, database, registry, visiting, depth)
+    if database is not None:
+        _in_source(tree, database)
+        tree.meta[_NATIVE] = _native_dialect(database, registry)
+    else:
+        _replace_views(tree, project, registry, visiting, depth)
     return tree
 
 
-def _replace_views(tree: exp.Expression, db: str | None, database: str | None,
-                   registry: SourceRegistry, visiting: set[tuple[str, str]],
-                   depth: int) -> bool:
-    """Replace the views ``tree`` names, in place; whether it named any. ``database``: the
-    data source bare table names are in (CREATE VIEW … FROM db). ``visiting``: the views
-    (project, name) in lower case being expanded, which none may read again."""
+def _native_dialect(database: str | None, registry: SourceRegistry) -> str | None:
+    """The dialect a view's statement is written in: its data source's for a view made
+    ``FROM database`` (MindsDB's native query), else the generic one."""
+    source = registry.get(database) if database is not None else None
+    return source.sqlglot_dialect if source is not None else None
+
+
+def _in_source(tree: exp.Expression, database: str) -> None:
+    """The statement of a view made ``FROM database`` is the source's own, as in MindsDB:
+    every table it names is one of that source (``t`` is ``database.t``, ``schema.t`` is
+    ``database.schema.t``), never a view or another data source."""
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    source = exp.to_identifier(database)
+    for table in tree.find_all(exp.Table):
+        if not table.name or table.catalog:
+            continue
+        if not table.db and table.name.lower() in ctes:
+            continue
+        table.set("catalog" if table.db else "db", source.copy())
+
+
+def _render(tree: exp.Expression, db: str | None, registry: SourceRegistry) -> str:
+    """The expanded statement's text. With a view made ``FROM db`` in it, and one data
+    source read, in that source's dialect: the view's statement was read in it, and keeps
+    its meaning only there (MariaDB reads ``"a"`` as a string, `` `a` `` as a column).
+    Otherwise in the generic dialect, as the statements were read."""
+    natives = {node.meta.get(_NATIVE) for node in tree.find_all(exp.Query)} - {None}
+    if not natives:
+        return tree.sql()
+    context = registry.get(db) if db else None
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    dialects = set()
+    for table in tree.find_all(exp.Table):
+        if not table.name or not table.db and table.name.lower() in ctes:
+            continue
+        owner = table.catalog or table.db
+        source = registry.get(owner) if owner else None
+        source = source or (context if not table.catalog else None)
+        if source is None:
+            return tree.sql()  # a name the data path reports on
+        dialects.add(source.sqlglot_dialect)
+    if len(dialects) != 1 or not dialects <= natives \
+            or context is not None and context.sqlglot_dialect not in dialects:
+        return tree.sql()
+    return tree.sql(dialect=dialects.pop())
+
+
+def _replace_views(tree: exp.Expression, db: str | None, registry: SourceRegistry,
+                   visiting: set[tuple[str, str]], depth: int) -> bool:
+    """Replace the views ``tree`` names, in place; whether it named any. ``visiting``: the
+    views (project, name) in lower case being expanded, which none may read again."""
     changed = False
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     for table in list(tree.find_all(exp.Table)):
@@ -217,7 +298,7 @@ def _replace_views(tree: exp.Expression, db: str | None, database: str | None,
             continue
         if not table.db and table.name.lower() in ctes:
             continue
-        project = table.db or (db if database is None else None)
+        project = table.db or db
         key = ((project or "").lower(), table.name.lower())
         if key in visiting or depth >= MAX_DEPTH:
             raise SqlError(ErrorCode.INVALID_STATEMENT,
@@ -226,9 +307,6 @@ def _replace_views(tree: exp.Expression, db: str | None, database: str | None,
         view = find_view(project, table.name) \
             if project and registry.get(project) is None else None
         if view is None:
-            if database is not None and not table.db:
-                table.set("db", exp.to_identifier(database))  # the FROM db of the view
-                changed = True
             continue
         inner = _expanded(view["query"], project, view["database"], registry,
                           visiting | {key}, depth + 1)

@@ -51,23 +51,34 @@ def effective_timeout(source: DataSource, requested: float | None) -> float:
     return source.timeout_s
 
 
+# How each database is asked for its plan of a statement without running it (SQLite's
+# plain EXPLAIN lists its bytecode; EXPLAIN QUERY PLAN is the plan).
+_PLAN_PREFIX = {"sqlite": "EXPLAIN QUERY PLAN ", "postgresql": "EXPLAIN ", "mysql": "EXPLAIN "}
+
+
 def run_statement(source: DataSource, sql: str, params: Mapping[str, Any] | None,
                   param_names: Sequence[str], *, timeout_s: float, max_rows: int,
                   max_bytes: int | None = None,
-                  statement: Statement | None = None) -> QueryResult:
+                  statement: Statement | None = None, plan: bool = False) -> QueryResult:
     """Run one gated statement on ``source``; raises SqlError.
 
     ``max_bytes`` caps the text and bytes read (the response size limit); None: no cap.
     ``statement``, when given, can cancel the statement from another thread while it runs.
+    ``plan``: answer the database's own plan of the statement (EXPLAIN without ANALYZE, on
+    the same read-only connection), not its rows.
     """
     bound = bind_params(params, param_names)
+    if plan:
+        sql = _PLAN_PREFIX[source.dialect] + sql
     conn = _checkout(source)
     try:
         check_on_use(source, conn)  # a source that was down at start: its account, now
         if statement is not None:
             statement.attach(source, conn)
-        runner = {"sqlite": _run_sqlite, "postgresql": _run_postgresql,
-                  "mysql": _run_mysql}[source.dialect]
+        if source.dialect == "postgresql":  # a plan cannot be wrapped in a capped SELECT
+            return _run_postgresql(conn, sql, bound, timeout_s, max_rows, max_bytes,
+                                   capped=not plan)
+        runner = {"sqlite": _run_sqlite, "mysql": _run_mysql}[source.dialect]
         return runner(conn, sql, bound, timeout_s, max_rows, max_bytes)
     except SqlError:
         raise
@@ -188,7 +199,8 @@ def capped_sql(sql: str, max_rows: int) -> str:
 
 
 def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
-                    max_rows: int, max_bytes: int | None) -> QueryResult:
+                    max_rows: int, max_bytes: int | None, *, capped: bool = True
+                    ) -> QueryResult:
     """A plain statement, planned as PostgreSQL plans any query, not in a cursor.
 
     PostgreSQL plans a server-side cursor for its first 10 % of rows
@@ -207,13 +219,13 @@ def _run_postgresql(conn: Any, sql: str, params: dict | None, timeout_s: float,
     # DISCARD ALL (sources.py) instead of one each.
     begin_postgresql(pg, timeout_s)
     cursor = pg.cursor()
-    chunks = cursor.stream(marked(conn, capped_sql(sql, max_rows)), params,
-                           size=PG_CHUNK_ROWS)
+    chunks = cursor.stream(marked(conn, capped_sql(sql, max_rows) if capped else sql),
+                           params, size=PG_CHUNK_ROWS)
     try:
         rows = _fetch(_Rows(chunks), max_rows, max_bytes)
         for _ in chunks:  # the end of the result (LIMIT: no row is left)
             pass
-        if cursor.description is None:
+        if cursor.description is None and capped:
             # No row came, and psycopg describes a streamed result from its first
             # chunk: ask for the columns alone (LIMIT 0 runs nothing).
             cursor.execute(marked(conn, capped_sql(sql, -1)), params)

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, current_app
-from sqlglot import exp
 
 from ..lazy import on_first_use
 from .errors import ErrorCode, SqlError
-from .functions.base import FunctionPolicy, function_name
+from .functions.duckdb import DuckDbPolicy
 from .sources import DataSource
 
 FILES_SOURCE = "files"
@@ -282,21 +281,6 @@ def file_schema(name_key: str) -> list[tuple[str, str]]:
         return []
 
 
-class FilesPolicy(FunctionPolicy):
-    """DuckDB's table functions that read paths or URLs are refused by name (the engine
-    cannot reach a path anyway: its external access is off)."""
-
-    denied = frozenset({"read_csv", "read_csv_auto", "read_parquet", "parquet_scan",
-                        "read_json", "read_json_auto", "read_ndjson", "read_text",
-                        "read_blob", "glob", "sniff_csv", "parquet_metadata",
-                        "parquet_schema", "read_json_objects", "getenv", "read_xlsx"})
-
-    def refusal(self, node: exp.Expression) -> str | None:
-        if isinstance(node, exp.Func) and function_name(node) in self.denied:
-            return f"Function {function_name(node)}() is not allowed: it reads server files"
-        return super().refusal(node)
-
-
 def files_source(settings: Any) -> DataSource:
     """The data source ``files``: its tables are the uploaded files, read by the federation
     engine (it has no connection of its own)."""
@@ -307,4 +291,4 @@ def files_source(settings: Any) -> DataSource:
     return DataSource(name=FILES_SOURCE, dialect=FILES_DIALECT, sqlglot_dialect="duckdb",
                       timeout_s=settings["SQL_TIMEOUT_S"], max_rows=settings["SQL_MAX_ROWS"],
                       connect=no_connection, dispose=lambda: None, engine_name="files",
-                      functions=FilesPolicy())
+                      functions=DuckDbPolicy())  # the engine's allow-list

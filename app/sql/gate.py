@@ -16,6 +16,7 @@ from typing import Any
 from sqlglot import exp
 
 from .errors import ErrorCode, SqlError
+from .functions import FunctionPolicy
 from .sources import DataSource, SourceRegistry
 from .syntax import parse_sqlglot
 
@@ -79,11 +80,16 @@ def parse_single(query: str, dialect: str | None) -> exp.Expression:
 def check_functions(statement: exp.Expression, source: DataSource) -> None:
     """FORBIDDEN_FUNCTION unless every function the statement calls is on the source's
     allow-list (see ``functions/``): a function nobody thought of is refused by default."""
-    refusal = source.functions.statement_refusal(statement)
+    check_calls(statement, source.functions)
+
+
+def check_calls(statement: exp.Expression, policy: FunctionPolicy) -> None:
+    """FORBIDDEN_FUNCTION unless ``policy`` allows every function the statement calls."""
+    refusal = policy.statement_refusal(statement)
     if refusal is not None:
         raise SqlError(ErrorCode.FORBIDDEN_FUNCTION, refusal)
     for node in statement.walk():
-        refusal = source.functions.refusal(node)
+        refusal = policy.refusal(node)
         if refusal is not None:
             raise SqlError(ErrorCode.FORBIDDEN_FUNCTION, refusal)
 
@@ -245,11 +251,32 @@ def _gate(query: str, registry: SourceRegistry, context_db: str | None) -> Gated
         check_functions(statement, target)
     if (target.sqlglot_dialect if target else "sqlite") == "sqlite":
         _keep_comma_joins(statement, query)
+    if source is None:
+        _name_constants(statement)
     count_params = check_row_counts(statement)
     sql, names = _render(statement, target.dialect if target else "sqlite",
                          target.sqlglot_dialect if target else "sqlite")
     return GatedStatement(source=source, sql=sql, param_names=tuple(names),
                           count_params=count_params)
+
+
+def _name_constants(statement: exp.Expression) -> None:
+    """Name a table-less SELECT's string constants as MindsDB does: ``SELECT 'a'`` and
+    ``SELECT "a"`` (a string in MindsDB's MySQL dialect) answer a column ``a``."""
+    select = statement
+    while isinstance(select, exp.SetOperation):  # the first branch names the columns
+        select = select.this
+    if not isinstance(select, exp.Select) or select.args.get("from_") is not None:
+        return
+    for item in list(select.expressions):
+        if isinstance(item, exp.Column) and not item.table and item.this.quoted:
+            value = item.name
+        elif isinstance(item, exp.Literal) and item.is_string:
+            value = item.this
+        else:
+            continue
+        if value:
+            item.replace(exp.alias_(exp.Literal.string(value), value, quoted=True))
 
 
 _CROSS_WORD = re.compile(r"\bcross\b", re.IGNORECASE)

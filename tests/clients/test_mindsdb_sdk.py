@@ -124,6 +124,17 @@ def test_models(url):
     joined = model.predict(project.server.databases.get("demo").query(
         "SELECT * FROM iris WHERE petal_length > 6"))
     assert len(joined) > 0 and set(joined.species) == {"virginica"}
+    # Views as the client makes them: the demo source's own SQL (SQLite's schema main), and
+    # one that JOINs the model (a prediction view).
+    native = project.views.create("iris_main", "SELECT * FROM main.iris WHERE "
+                                               "petal_length > 6", database="demo")
+    assert len(native.fetch()) == len(joined)
+    project.views.create("iris_pred", "SELECT t.petal_length, m.species FROM demo.iris t "
+                                      "JOIN sdk_p3.iris_m m")
+    predicted_view = project.query("SELECT * FROM iris_pred WHERE petal_length > 6").fetch()
+    assert len(predicted_view) == len(joined) and set(predicted_view.species) == {"virginica"}
+    project.views.drop("iris_main")
+    project.views.drop("iris_pred")
 
     # A query string with qualified tables and no database: FROM (SELECT …) in the statement.
     bare = project.models.create("bare_m", predict="species",

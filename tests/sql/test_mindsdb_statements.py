@@ -114,6 +114,8 @@ def test_show_databases_and_information_schema(make_app):
     assert columns == ["Database"]
     assert rows == [["information_schema"], *[[p] for p in projects], ["demo"], ["files"],
                     ["warehouse"]]
+    assert table(client, "SHOW SCHEMAS") == (columns, rows)  # MindsDB's SHOW DATABASES
+    assert table(client, "SHOW SCHEMAS LIKE 'p%'") == (columns, [["p1"]])
     columns, rows = table(client, "SHOW FULL DATABASES")
     assert columns == ["Database", "TYPE", "ENGINE"]
     assert rows == [["information_schema", "system", None],

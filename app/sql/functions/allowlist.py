@@ -27,6 +27,12 @@ class AllowListPolicy(FunctionPolicy):
     engine: str = ""                      # for messages: "MariaDB/MySQL", "SQLite"
     allowed: frozenset[str] = frozenset()
     reasons: dict[str, str] = {}          # why a well-known function is refused
+    docs: str = "docs/sql.md"             # where the list is described
+
+    @property
+    def scope(self) -> str:
+        """Where the functions run, for messages."""
+        return f"{self.engine} data sources"
 
     def refusal(self, node: exp.Expression) -> str | None:
         # db.fn(), also as a table: a function stored in a database (MariaDB), never a
@@ -38,14 +44,14 @@ class AllowListPolicy(FunctionPolicy):
             call = node.sql(dialect=self.dialect, comments=False)
             return (f"Function {call} is not allowed: a function named with a database is "
                     f"stored there and may change data; only built-in functions run on "
-                    f"{self.engine} data sources")
+                    f"{self.scope}")
         if not isinstance(node, exp.Func):
             return None
         name = self.called_name(node)
         if name is None or name in self.allowed:
             return None
         why = self.reasons.get(name) or (f"it is not one of the built-in functions allowed "
-                                         f"on {self.engine} data sources (docs/sql.md)")
+                                         f"on {self.scope} ({self.docs})")
         return f"Function {name.upper()}() is not allowed: {why}"
 
     def called_name(self, node: exp.Func) -> str | None:
