@@ -116,7 +116,7 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
             if stream.native == "arrow":  # read by ADBC, every type declared
                 batch = _conform(batch, names, kinds)
             else:
-                batch = _record_batch(batch, names, kinds)
+                batch = record_batch(batch, names, kinds)
             session.append(leg.name, batch)
             rows += batch.num_rows
             leg.rows = rows
@@ -132,7 +132,7 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
     return rows
 
 
-def _record_batch(batch: list, names: list[str], kinds: list[pa.DataType | None]
+def record_batch(batch: list, names: list[str], kinds: list[pa.DataType | None]
                   ) -> pa.RecordBatch:
     arrays = []
     for values, kind, name in zip(columns_of(batch, len(names)), kinds, names, strict=True):

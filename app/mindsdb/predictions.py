@@ -14,6 +14,7 @@ from typing import Any
 from flask import current_app
 from mindsdb_sql_parser.ast import (
     BinaryOperation,
+    Function,
     Identifier,
     Join,
     NativeQuery,
@@ -24,6 +25,7 @@ from mindsdb_sql_parser.ast.mindsdb.latest import Latest
 
 from ..errors import ModelNotFound
 from ..federation import run as federation
+from ..federation.rows import ROWS_TABLE, select_rows
 from ..services import access
 from ..services import models as model_service
 from ..services.sqlviews import expand as expand_views
@@ -182,8 +184,51 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
          for row, p in zip(rows, predicted, strict=True)],
         prefer=model_alias, qualifiers={left_alias.lower(), model_alias.lower()})
     statement.where = _and(kept)
-    names, out = run_select(statement, relation)
+    if _needs_engine(statement):
+        names, out = _engine_select(statement, relation, ctx)
+    else:
+        names, out = run_select(statement, relation)
     return table_body(names, out, ctx)
+
+
+def _needs_engine(statement: Select) -> bool:
+    """GROUP BY, HAVING or a function call (an aggregate, ``round``, …): what the service's
+    own evaluator leaves to the engine."""
+    if statement.group_by or statement.having:
+        return True
+    parts = [statement.targets, statement.where, statement.order_by]
+    return any(isinstance(node, Function) for node in _nodes(parts))
+
+
+def _nodes(item: Any) -> list[Any]:
+    found: list[Any] = []
+    stack = [item]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list | tuple):
+            stack.extend(node)
+            continue
+        if node is None:
+            continue
+        found.append(node)
+        for name in ("args", "field", "arg"):
+            child = getattr(node, name, None)
+            if child is not None and not isinstance(child, str):
+                stack.append(child)
+    return found
+
+
+def _engine_select(statement: Select, relation: Relation, ctx: Context
+                   ) -> tuple[list[str], list[tuple]]:
+    """The SELECT over the JOIN's rows, run by the engine (``federation/rows.py``)."""
+    query = copy.deepcopy(statement)
+    query.from_table = Identifier(parts=[ROWS_TABLE])
+    columns = [(c.qualifier or "", c.name, c.in_star) for c in relation.columns]
+    shown = [None if isinstance(t, Identifier | Star) or getattr(t, "alias", None)
+             else t.to_string() for t in statement.targets]
+    return select_rows(query.to_string(), columns, relation.rows, relation.prefer,
+                       ctx.registry, max_rows=current_app.config["SQL_MAX_ROWS"],
+                       timeout_s=float(current_app.config["SQL_TIMEOUT_S"]), shown=shown)
 
 
 def _named_group(conditions: list[Any]) -> dict[str, Any]:
