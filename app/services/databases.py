@@ -55,7 +55,7 @@ from ..sql.runtime import (
 )
 from ..sql.sources import DataSource, SourceRegistry, current_sources
 from ..store import DatabaseName, DataSourceRecord, MLModel, Project, Skill
-from . import access, audit
+from . import access, audit, catalog
 from . import files as file_service
 from .common import commit
 from .credentials import InvalidToken, Keyring, current_keyring, init_keyring
@@ -95,6 +95,7 @@ def init_databases(app: Flask, registry: SourceRegistry) -> None:
     with app.app_context():
         engine = db.engine
     registry.attach_runtime(RuntimeSources(
+        read_version=lambda: catalog.read_version(engine, catalog.DATA_SOURCES),
         list_stored=lambda: _list_stored(engine),
         load=lambda key: _load_spec(engine, keyring, key),
         settings=dict(app.config)))
@@ -574,6 +575,7 @@ def create_database(name: Any, engine: Any, params: Any, *, check: bool = False
     audit.record_change("database", "create", name, None,
                         {"engine": engine, "parameters": _shown(plain, token),
                          "public": record.public, "privileged_role": privileged_role})
+    catalog.bump(catalog.DATA_SOURCES)
     commit(lambda: name_taken(name, "data"))
     _changed()
     log.info("database %s created (engine %s)", name, engine)  # never the parameters
@@ -624,6 +626,7 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     audit.record_change("database", "update", record.name, before,
                         {"engine": engine, "parameters": _shown(plain, record.secrets),
                          "public": record.public, "privileged_role": privileged_role})
+    catalog.bump(catalog.DATA_SOURCES)
     try:
         commit(lambda: ConcurrentUpdate(f"Database '{name}' changed meanwhile; try again"))
     except StaleDataError:
@@ -683,6 +686,7 @@ def delete_database(name: str, *, cascade: bool = False) -> None:
                                  .where(DataSourceRecord.id == record.id)).rowcount
     db.session.execute(db.delete(DatabaseName).where(
         DatabaseName.name_key == record.name_key, DatabaseName.kind == "data"))
+    catalog.bump(catalog.DATA_SOURCES)
     db.session.commit()
     if not deleted:  # dropped by another request meanwhile
         raise DatabaseNotFound(name)
@@ -731,13 +735,15 @@ def rotate_key() -> int:
             raise BadRequest(f"The credentials of database '{record.name}' cannot be "
                              "decrypted with any key of QUARRY_ENCRYPTION_KEY; nothing was "
                              "changed", title="Encryption key not configured") from None
+    catalog.bump(catalog.DATA_SOURCES)
     db.session.commit()
     _changed()
     return len(records)
 
 
 def _changed() -> None:
-    """This process sees its own change at once; the others within a second."""
+    """This process sees its own change at once (the others at their next request: the
+    change's transaction moved the catalog version)."""
     runtime: Callable[..., Any] | None = getattr(current_sources().runtime, "refresh", None)
     if runtime is not None:
         runtime(force=True)

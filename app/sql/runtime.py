@@ -9,9 +9,10 @@ touches the store itself: the app factory gives it two callables that read the s
   ``sources.build_source`` — the same builder as for ``QUARRY_DATA_SOURCES`` — opens, so the
   read-only layers, the function allow-list, time limits, row caps and pools are the same.
 - ``RuntimeSources`` is the per-process view of the stored sources: built lazily (no
-  connection before the first query), refreshed from the store at most once a second, and a
-  source's pool is disposed as soon as its row changes or disappears, so that a change made
-  through one worker or instance reaches every other within about a second.
+  connection before the first query), checked against the store's catalog version once per
+  request that uses it (one small read; the list itself is read again only when the version
+  moved), and a source's pool is disposed as soon as its row changes or disappears, so that
+  a change made through one worker or instance is seen by the next request on every other.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from flask import g, has_app_context
 from sqlalchemy.engine import URL
 
 from ..errors import store_error_line
@@ -32,7 +33,9 @@ from .sources import DataSource, build_source
 
 log = logging.getLogger(__name__)
 
-REFRESH_INTERVAL_S = 1.0
+# Where a request (an app context) notes which RuntimeSources it has checked already.
+_CHECKED_KEY = "_quarry_catalog_checked"
+_UNREAD = object()
 
 
 @dataclass(frozen=True)
@@ -208,20 +211,26 @@ def _broken_source(spec: SourceSpec, settings: dict[str, Any]) -> DataSource:
 class RuntimeSources:
     """The runtime sources of one process, kept in step with the store.
 
-    ``list_stored`` reads {name key: StoredSource} (one cheap query, no decryption);
-    ``load`` reads one source's SourceSpec (decrypting its secrets) or None when it is gone.
-    ``on_change`` runs after any source was added, changed or removed (the gate's cache
-    holds DataSource objects and must forget them).
+    ``read_version`` reads the store's catalog version of the data sources (one row by its
+    key; any value, compared for equality: it changes in the same transaction as every
+    change of a stored source). ``list_stored`` reads {name key: StoredSource} (one cheap
+    query, no decryption); ``load`` reads one source's SourceSpec (decrypting its secrets)
+    or None when it is gone. ``on_change`` runs after any source was added, changed or
+    removed (the gate's cache holds DataSource objects and must forget them).
+
+    The version is read once per request (per app context; always outside one) before the
+    first use of a runtime source: a timer would let the next request miss what the last one
+    created, changed or dropped through another worker.
     """
 
+    read_version: Callable[[], Any]
     list_stored: Callable[[], dict[str, StoredSource]]
     load: Callable[[str], SourceSpec | None]
     settings: dict[str, Any] = field(repr=False)  # holds keys: never printed
     on_change: Callable[[], None] = lambda: None
-    interval_s: float = REFRESH_INTERVAL_S
+    _version: Any = _UNREAD
     _stored: dict[str, StoredSource] = field(default_factory=dict)
     _built: dict[str, tuple[Any, DataSource]] = field(default_factory=dict)
-    _checked_at: float = float("-inf")
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def get(self, name: str) -> DataSource | None:
@@ -242,29 +251,45 @@ class RuntimeSources:
         return sorted(self._stored.values(), key=lambda s: s.name)
 
     def refresh(self, *, force: bool = False) -> None:
-        """Read the store's list when the last read is older than the interval (or forced)."""
-        if not force and time.monotonic() - self._checked_at < self.interval_s:
+        """Read the store's list again when its version moved since the last read (checked
+        once per request), or when forced."""
+        if not force and self._checked_in_this_request():
             return
-        with self._lock:
-            if not force and time.monotonic() - self._checked_at < self.interval_s:
-                return  # another thread refreshed while this one waited
-            try:
+        try:
+            version = self.read_version()
+            if not force and version == self._version:
+                return
+            with self._lock:
+                if not force and version == self._version:
+                    return  # another thread read the new list while this one waited
+                # Read after the version: a change committed in between is seen now, and
+                # again (harmlessly) by the next request, whose version then differs.
                 stored = self.list_stored()
-            except Exception as error:  # noqa: BLE001 - the store is down: keep what is known
-                # One line: the request that meets the outage logs its traceback (errors.py).
-                log.warning("runtime data sources: the store cannot be read (%s); keeping the "
-                            "last known list", store_error_line(error))
-                self._checked_at = time.monotonic()
-                return
-            self._checked_at = time.monotonic()
-            if stored == self._stored:
-                return
-            for key, (version, source) in list(self._built.items()):
-                if key not in stored or stored[key].version != version:
-                    del self._built[key]
-                    _dispose_quietly(source)
-            self._stored = stored
+                self._version = version
+                if stored == self._stored:
+                    return
+                for key, (built_version, source) in list(self._built.items()):
+                    if key not in stored or stored[key].version != built_version:
+                        del self._built[key]
+                        _dispose_quietly(source)
+                self._stored = stored
+        except Exception as error:  # noqa: BLE001 - the store is down: keep what is known
+            # One line: the request that meets the outage logs its traceback (errors.py).
+            log.warning("runtime data sources: the store cannot be read (%s); keeping the "
+                        "last known list", store_error_line(error))
+            return
         self.on_change()
+
+    def _checked_in_this_request(self) -> bool:
+        """Whether this request (app context) checked the version already; notes that it
+        has from now on."""
+        if not has_app_context():
+            return False
+        checked = g.setdefault(_CHECKED_KEY, set())
+        if id(self) in checked:
+            return True
+        checked.add(id(self))
+        return False
 
     def _build(self, key: str, stored: StoredSource) -> DataSource | None:
         built = self._built.get(key)
