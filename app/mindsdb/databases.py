@@ -74,7 +74,7 @@ def create_database(statement: CreateDatabase, ctx: Context) -> Body:
     params = statement.parameters if statement.parameters is not None else {}
     with _database_errors(name), if_clause(statement.if_not_exists, NameTaken):
         if statement.is_replace and database_service.is_data_source(name):
-            database_service.update_database(name, engine, params, check=True)
+            database_service.update_database(name, engine, params, check=True, merge=False)
         else:
             # MindsDB checks the connection before it keeps a database created by SQL.
             database_service.create_database(name, engine, params, check=True)

@@ -582,10 +582,13 @@ def create_database(name: Any, engine: Any, params: Any, *, check: bool = False
     return _stored_view(record)
 
 
-def update_database(name: str, engine: Any, params: Any, *, check: bool = False
-                    ) -> tuple[dict[str, Any], bool]:
-    """Replace a stored source's parameters (a secret sent back as the mask keeps its value),
-    or create it when there is none: (view, created). Admins only."""
+def update_database(name: str, engine: Any, params: Any, *, check: bool = False,
+                    merge: bool = True) -> tuple[dict[str, Any], bool]:
+    """Change a stored source's parameters, or create it when there is none: (view, created).
+    Admins only. With ``merge`` (PUT, ALTER DATABASE: MindsDB's way) the given parameters
+    are merged into the stored ones and a parameter given as null is removed; without it
+    (CREATE OR REPLACE) they replace them. Either way a secret sent back as the mask keeps
+    its value."""
     access.require_admin("change data sources")
     if current_sources().is_configured(name):
         raise Conflict(f"'{name}' is a configured data source (QUARRY_DATA_SOURCES): it "
@@ -600,19 +603,12 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     engine = _engine(engine) if engine is not None else record.engine
     params, options = _split_options(params)
     if params is None:  # only the engine (or only a check): the parameters stay
-        params = {**(record.parameters or {}),
-                  **{k: MASK for k in _shown({}, record.secrets)}}
-    given = dict(params if isinstance(params, dict) else {})
-    stored_secrets = None
-    for key, value in list(given.items()):
-        if value == MASK and _is_secret(engine, key):
-            if stored_secrets is None:
-                stored_secrets = _decrypt(current_keyring(), record.secrets)
-            if key in stored_secrets:
-                given[key] = stored_secrets[key]
-            else:
-                del given[key]
-    values = _check_parameters(engine, given)
+        params, merge = {}, True
+    if merge and isinstance(params, dict):
+        given = _merged(record, engine, params)
+    else:
+        given = _unmasked(record, engine, params if isinstance(params, dict) else {})
+    values = _check_parameters(engine, given if isinstance(params, dict) else params)
     if check:
         check_connection(engine, values)
     plain, secret = _split(engine, values)
@@ -637,6 +633,34 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     _changed()
     log.info("database %s changed", record.name)
     return _stored_view(record), False
+
+
+def _merged(record: DataSourceRecord, engine: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """The stored parameters (secrets decrypted only when kept) with ``changes`` merged in;
+    a change to null removes the parameter."""
+    current = dict(record.parameters or {})
+    kept = [k for k in _shown({}, record.secrets) if changes.get(k, MASK) == MASK]
+    if kept:
+        current.update(_decrypt(current_keyring(), record.secrets))
+    merged = {**current, **{k: v for k, v in changes.items() if v != MASK
+                            or not _is_secret(engine, k)}}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def _unmasked(record: DataSourceRecord, engine: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` in place of the stored ones, a secret sent back as the mask keeping its
+    stored value."""
+    given = dict(params)
+    stored_secrets = None
+    for key, value in list(given.items()):
+        if value == MASK and _is_secret(engine, key):
+            if stored_secrets is None:
+                stored_secrets = _decrypt(current_keyring(), record.secrets)
+            if key in stored_secrets:
+                given[key] = stored_secrets[key]
+            else:
+                del given[key]
+    return given
 
 
 def references(name: str) -> dict[str, list[str]]:
