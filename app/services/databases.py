@@ -604,11 +604,10 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False,
     params, options = _split_options(params)
     if params is None:  # only the engine (or only a check): the parameters stay
         params, merge = {}, True
-    if merge and isinstance(params, dict):
-        given = _merged(record, engine, params)
-    else:
-        given = _unmasked(record, engine, params if isinstance(params, dict) else {})
-    values = _check_parameters(engine, given if isinstance(params, dict) else params)
+    if isinstance(params, dict):  # anything else: _check_parameters says what is wrong
+        params = _merged(record, engine, params) if merge else \
+            _unmasked(record, engine, params)
+    values = _check_parameters(engine, params)
     if check:
         check_connection(engine, values)
     plain, secret = _split(engine, values)
