@@ -17,8 +17,8 @@ from tests.live import quarry_env, serving
 
 pytestmark = pytest.mark.slow
 
-ROUNDS = 8
-READS = 4  # requests right after each change: with three workers, some reach the others
+ROUNDS = 6
+READS = 3  # requests right after each change: with three workers, some reach the others
 
 
 def _data_file(folder) -> None:
