@@ -72,7 +72,7 @@ def get_database(args, name):
                   description="check_connection was asked and the connection failed")
 @blp.problems(403, 409, 422)
 def update_database(body, name):
-    """Replace a database's parameters (a masked password keeps its value), or create it."""
+    """Change a database's parameters (merged; null removes one), or create it."""
     data = body["database"]
     try:
         view, created = service.update_database(name, data["engine"], data["parameters"],

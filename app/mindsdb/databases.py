@@ -1,4 +1,5 @@
-"""MindsDB statements about data sources: CREATE / DROP / ALTER DATABASE, DESCRIBE DATABASE.
+"""MindsDB statements about data sources: CREATE / DROP / ALTER DATABASE, DESCRIBE DATABASE,
+USE.
 
 ``CREATE DATABASE name`` without an engine (or with ENGINE = 'mindsdb') still creates a
 project (``statements.create_project``); with an engine it connects a data source through
@@ -13,10 +14,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from mindsdb_sql_parser.ast import Describe, DropDatabase, DropTables
+from mindsdb_sql_parser.ast import Describe, DropDatabase, DropTables, Use
 from mindsdb_sql_parser.ast.mindsdb import AlterDatabase, CreateDatabase
 
 from ..errors import DatabaseNotFound, FileNotFound, NameTaken
+from ..rules.names import SYSTEM_DATABASE
 from ..services import databases as database_service
 from ..services import files as file_service
 from ..sql.errors import ErrorCode, SqlError
@@ -46,6 +48,24 @@ def _single_name(statement: Any, identifier: Any) -> str:
     return parts[0]
 
 
+def use(statement: Use, ctx: Context) -> Body:
+    """USE x: ok, with x (a project, a data source or information_schema, as stored) as the
+    answer's context; HTTP keeps no session, so the client sends it back with its next
+    statements, as MindsDB's clients do."""
+    name = _single_name(statement, statement.value)
+    source = ctx.registry.get(name)  # only the sources the caller may query
+    if source is not None:
+        return {**statements.ok_body(ctx), "context": {"db": source.name}}
+    if name.lower() == SYSTEM_DATABASE:
+        return {**statements.ok_body(ctx), "context": {"db": SYSTEM_DATABASE}}
+    project = ctx.find_project(name)  # only the projects the caller is a member of
+    if project is None:
+        raise SqlError(ErrorCode.NOT_FOUND,
+                       f"Database '{name}' does not exist: USE names a project or a data "
+                       f"source ({', '.join(ctx.registry.names()) or 'none'})")
+    return {**statements.ok_body(ctx), "context": {"db": project}}
+
+
 def create_database(statement: CreateDatabase, ctx: Context) -> Body:
     engine = str(statement.engine) if statement.engine is not None else None
     if engine is None or engine.lower() in ("mindsdb", "project"):
@@ -54,7 +74,7 @@ def create_database(statement: CreateDatabase, ctx: Context) -> Body:
     params = statement.parameters if statement.parameters is not None else {}
     with _database_errors(name), if_clause(statement.if_not_exists, NameTaken):
         if statement.is_replace and database_service.is_data_source(name):
-            database_service.update_database(name, engine, params, check=True)
+            database_service.update_database(name, engine, params, check=True, merge=False)
         else:
             # MindsDB checks the connection before it keeps a database created by SQL.
             database_service.create_database(name, engine, params, check=True)

@@ -21,6 +21,7 @@ from mindsdb_sql_parser.ast import (
     Select,
     Set,
     Show,
+    Use,
 )
 from mindsdb_sql_parser.ast.mindsdb import (
     AlterDatabase,
@@ -79,6 +80,7 @@ _HANDLERS = {
     CreateView: views.create_view,
     AlterView: views.alter_view,
     DropView: views.drop_view,
+    Use: databases.use,
 }
 
 
@@ -105,7 +107,7 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
 
 # First words of the statements this module owns: when the MindsDB parser cannot read one,
 # its syntax error is the answer (the data path would only say "CREATE is refused").
-_OWN_FIRST = {"SHOW", "DESCRIBE", "DESC", "RETRAIN", "FINETUNE", "EVALUATE"}
+_OWN_FIRST = {"SHOW", "DESCRIBE", "DESC", "RETRAIN", "FINETUNE", "EVALUATE", "USE"}
 _OWN_VERBS = {"CREATE", "DROP", "ALTER", "UPDATE"}
 _OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT", "VIEW"}
 

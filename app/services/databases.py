@@ -55,7 +55,7 @@ from ..sql.runtime import (
 )
 from ..sql.sources import DataSource, SourceRegistry, current_sources
 from ..store import DatabaseName, DataSourceRecord, MLModel, Project, Skill
-from . import access, audit
+from . import access, audit, catalog
 from . import files as file_service
 from .common import commit
 from .credentials import InvalidToken, Keyring, current_keyring, init_keyring
@@ -95,6 +95,7 @@ def init_databases(app: Flask, registry: SourceRegistry) -> None:
     with app.app_context():
         engine = db.engine
     registry.attach_runtime(RuntimeSources(
+        read_version=lambda: catalog.read_version(engine, catalog.DATA_SOURCES),
         list_stored=lambda: _list_stored(engine),
         load=lambda key: _load_spec(engine, keyring, key),
         settings=dict(app.config)))
@@ -574,16 +575,20 @@ def create_database(name: Any, engine: Any, params: Any, *, check: bool = False
     audit.record_change("database", "create", name, None,
                         {"engine": engine, "parameters": _shown(plain, token),
                          "public": record.public, "privileged_role": privileged_role})
+    catalog.bump(catalog.DATA_SOURCES)
     commit(lambda: name_taken(name, "data"))
     _changed()
     log.info("database %s created (engine %s)", name, engine)  # never the parameters
     return _stored_view(record)
 
 
-def update_database(name: str, engine: Any, params: Any, *, check: bool = False
-                    ) -> tuple[dict[str, Any], bool]:
-    """Replace a stored source's parameters (a secret sent back as the mask keeps its value),
-    or create it when there is none: (view, created). Admins only."""
+def update_database(name: str, engine: Any, params: Any, *, check: bool = False,
+                    merge: bool = True) -> tuple[dict[str, Any], bool]:
+    """Change a stored source's parameters, or create it when there is none: (view, created).
+    Admins only. With ``merge`` (PUT, ALTER DATABASE: MindsDB's way) the given parameters
+    are merged into the stored ones and a parameter given as null is removed; without it
+    (CREATE OR REPLACE) they replace them. Either way a secret sent back as the mask keeps
+    its value."""
     access.require_admin("change data sources")
     if current_sources().is_configured(name):
         raise Conflict(f"'{name}' is a configured data source (QUARRY_DATA_SOURCES): it "
@@ -598,19 +603,11 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     engine = _engine(engine) if engine is not None else record.engine
     params, options = _split_options(params)
     if params is None:  # only the engine (or only a check): the parameters stay
-        params = {**(record.parameters or {}),
-                  **{k: MASK for k in _shown({}, record.secrets)}}
-    given = dict(params if isinstance(params, dict) else {})
-    stored_secrets = None
-    for key, value in list(given.items()):
-        if value == MASK and _is_secret(engine, key):
-            if stored_secrets is None:
-                stored_secrets = _decrypt(current_keyring(), record.secrets)
-            if key in stored_secrets:
-                given[key] = stored_secrets[key]
-            else:
-                del given[key]
-    values = _check_parameters(engine, given)
+        params, merge = {}, True
+    if isinstance(params, dict):  # anything else: _check_parameters says what is wrong
+        params = _merged(record, engine, params) if merge else \
+            _unmasked(record, engine, params)
+    values = _check_parameters(engine, params)
     if check:
         check_connection(engine, values)
     plain, secret = _split(engine, values)
@@ -624,6 +621,7 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     audit.record_change("database", "update", record.name, before,
                         {"engine": engine, "parameters": _shown(plain, record.secrets),
                          "public": record.public, "privileged_role": privileged_role})
+    catalog.bump(catalog.DATA_SOURCES)
     try:
         commit(lambda: ConcurrentUpdate(f"Database '{name}' changed meanwhile; try again"))
     except StaleDataError:
@@ -634,6 +632,34 @@ def update_database(name: str, engine: Any, params: Any, *, check: bool = False
     _changed()
     log.info("database %s changed", record.name)
     return _stored_view(record), False
+
+
+def _merged(record: DataSourceRecord, engine: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """The stored parameters (secrets decrypted only when kept) with ``changes`` merged in;
+    a change to null removes the parameter."""
+    current = dict(record.parameters or {})
+    kept = [k for k in _shown({}, record.secrets) if changes.get(k, MASK) == MASK]
+    if kept:
+        current.update(_decrypt(current_keyring(), record.secrets))
+    merged = {**current, **{k: v for k, v in changes.items() if v != MASK
+                            or not _is_secret(engine, k)}}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def _unmasked(record: DataSourceRecord, engine: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` in place of the stored ones, a secret sent back as the mask keeping its
+    stored value."""
+    given = dict(params)
+    stored_secrets = None
+    for key, value in list(given.items()):
+        if value == MASK and _is_secret(engine, key):
+            if stored_secrets is None:
+                stored_secrets = _decrypt(current_keyring(), record.secrets)
+            if key in stored_secrets:
+                given[key] = stored_secrets[key]
+            else:
+                del given[key]
+    return given
 
 
 def references(name: str) -> dict[str, list[str]]:
@@ -683,6 +709,7 @@ def delete_database(name: str, *, cascade: bool = False) -> None:
                                  .where(DataSourceRecord.id == record.id)).rowcount
     db.session.execute(db.delete(DatabaseName).where(
         DatabaseName.name_key == record.name_key, DatabaseName.kind == "data"))
+    catalog.bump(catalog.DATA_SOURCES)
     db.session.commit()
     if not deleted:  # dropped by another request meanwhile
         raise DatabaseNotFound(name)
@@ -731,13 +758,15 @@ def rotate_key() -> int:
             raise BadRequest(f"The credentials of database '{record.name}' cannot be "
                              "decrypted with any key of QUARRY_ENCRYPTION_KEY; nothing was "
                              "changed", title="Encryption key not configured") from None
+    catalog.bump(catalog.DATA_SOURCES)
     db.session.commit()
     _changed()
     return len(records)
 
 
 def _changed() -> None:
-    """This process sees its own change at once; the others within a second."""
+    """This process sees its own change at once (the others at their next request: the
+    change's transaction moved the catalog version)."""
     runtime: Callable[..., Any] | None = getattr(current_sources().runtime, "refresh", None)
     if runtime is not None:
         runtime(force=True)

@@ -218,11 +218,20 @@ def gate(query: str, registry: SourceRegistry, context_db: str | None) -> GatedS
     """Parse, check and rewrite ``query`` for the one data source it reads."""
     key = (query, context_db.lower() if context_db else None)
     cached = registry.gate_cache.get(key)
-    if cached is not None:
+    if cached is not None and _still_current(cached, registry):
         return cached
     gated = _gate(query, registry, context_db)
     registry.gate_cache.put(key, gated)
     return gated
+
+
+def _still_current(gated: GatedStatement, registry: SourceRegistry) -> bool:
+    """Whether a cached statement's source is still the one its name gives: a source
+    created at run time may have been changed or dropped through another worker since (the
+    lookup checks the store's catalog version, once per request)."""
+    source = gated.source
+    return source is None or registry.is_configured(source.name) \
+        or registry.get(source.name) is source
 
 
 def _gate(query: str, registry: SourceRegistry, context_db: str | None) -> GatedStatement:

@@ -284,11 +284,17 @@ def _sqlite_source(name: str, path: str | None, settings: dict[str, Any], timeou
 
 def _server_source(name: str, url: Any, dialect: str, glot: str, settings: dict[str, Any],
                    timeout_s: float, max_rows: int) -> DataSource:
+    # A server that does not answer must not hold a request longer than the pool wait; the
+    # source's own connect_timeout may only shorten that.
+    connect_timeout = max(2, int(settings["SQL_POOL_TIMEOUT_S"]))
+    asked = url.query.get("connect_timeout")
+    if isinstance(asked, str) and asked.isdigit():
+        connect_timeout = min(connect_timeout, max(1, int(asked)))
+    url = url.difference_update_query(["connect_timeout"])
     engine = create_engine(
         url, pool_size=settings["SQL_POOL_SIZE"], max_overflow=0,
         pool_timeout=settings["SQL_POOL_TIMEOUT_S"],
-        # A server that does not answer must not hold a request longer than the pool wait.
-        connect_args={"connect_timeout": max(2, int(settings["SQL_POOL_TIMEOUT_S"]))},
+        connect_args={"connect_timeout": connect_timeout},
     )
 
     @event.listens_for(engine, "checkout")

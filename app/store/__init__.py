@@ -3,6 +3,7 @@
 from .access import AuditRecord, ProjectMember, SourceGrant
 from .agent import Agent, AgentSkill
 from .auth import ApiToken, LoginFailure, User, UserSession
+from .catalog import CatalogVersion
 from .console import ConsoleHistory, SavedQuery
 from .data_source import DatabaseName, DataSourceRecord
 from .ml_model import MLModel
@@ -12,7 +13,7 @@ from .skill import Skill
 from .sql_view import SqlView
 from .uploaded_file import UploadedFile
 
-__all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "ConsoleHistory",
+__all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "CatalogVersion", "ConsoleHistory",
            "DatabaseName", "DataSourceRecord", "LoginFailure", "MLModel", "Project",
            "ProjectMember",
            "RunningQuery", "SavedQuery", "Skill", "SourceGrant", "SqlView", "UploadedFile", "User",

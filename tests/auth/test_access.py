@@ -190,7 +190,7 @@ def test_an_unqueryable_source_answers_as_a_missing_one_everywhere(team):
         return ask
 
     for statement in ("SELECT * FROM {}.orders", "SHOW TABLES FROM {}",
-                      "DESCRIBE DATABASE {}", "SELECT * FROM {}.public.orders"):
+                      "DESCRIBE DATABASE {}", "SELECT * FROM {}.public.orders", "USE {}"):
         assert_same_as_missing(lambda name, s=statement: team.sql("bob", s.format(name)))
     assert_same_as_missing(lambda name: team.sql("bob", "SELECT * FROM orders",
                                                  context={"db": name}))

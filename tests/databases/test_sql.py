@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
-from .conftest import MARIA_PASSWORD, PG_ROWS
+from .conftest import MARIA_PASSWORD, PG_ROWS, make_sqlite
 
 # The rules are the service's (tested on both stores in test_rest.py): SQLite is enough here.
 pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
@@ -102,3 +103,28 @@ def test_postgres_schema_parameter(sql, pg_db):
     assert sql("SHOW TABLES FROM old")["data"] == [["old_points"]]
     assert sql("SELECT count(*) FROM old.old_points")["data"] == [[2]]
     assert sql("DROP DATABASE old")["type"] == "ok"
+
+
+def test_use_answers_the_new_context(sql, db_client):
+    """USE x (MindsDB's way of setting the context): ok, x in the answer's context; the
+    client sends it back, and bare names then resolve in x."""
+    make_sqlite(os.path.join(db_client.application.instance_path, "used.db"), rows=2)
+    assert sql(_create({"db_file": "used.db"}, name="Used", engine="sqlite"))["type"] == "ok"
+    assert sql("CREATE PROJECT proj_u")["type"] == "ok"
+    for statement, db in (("USE demo", "demo"), ("use used", "Used"), ("USE `Used`", "Used"),
+                          ("USE PROJ_U", "proj_u"), ("USE mindsdb", "mindsdb"),
+                          ("USE information_schema", "information_schema"),
+                          ("USE files", "files")):
+        answer = sql(statement, db="mindsdb")
+        assert answer.pop("query_id")
+        assert answer == {"type": "ok", "column_names": [], "context": {"db": db}}, statement
+    assert sql("SELECT count(*) FROM t", db="Used")["data"] == [[2]]
+    names = sql("SELECT name FROM databases", db="information_schema")
+    assert ["Used"] in names["data"], names
+
+    for statement, code, word in (("USE nowhere", 17, "'nowhere' does not exist"),
+                                  ("USE demo.iris", 19, "demo.iris"),
+                                  ("USE 'demo'", 1, "expected a name")):
+        answer = sql(statement)
+        assert answer["type"] == "error" and answer["error_code"] == code, answer
+        assert word in answer["error_message"], answer

@@ -334,8 +334,10 @@ def _fill(statement: str, bystander: pymysql.Connection) -> str:
 
 # Refused by the gate, before anything reaches the server.
 # UNSUPPORTED: a MindsDB object Quarry does not have (CREATE VIEW) is refused by name.
+# NOT_FOUND: USE is Quarry's own statement (the answer's context), never sent to the server;
+# "mysql" names no project or data source here.
 REFUSED = (ErrorCode.SYNTAX, ErrorCode.MULTIPLE_STATEMENTS, ErrorCode.READ_ONLY,
-           ErrorCode.FORBIDDEN_FUNCTION, ErrorCode.UNSUPPORTED)
+           ErrorCode.FORBIDDEN_FUNCTION, ErrorCode.UNSUPPORTED, ErrorCode.NOT_FOUND)
 
 
 def test_corpus_sizes():
