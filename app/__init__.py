@@ -30,6 +30,7 @@ from .ops import init_ops
 from .security import init_auth
 from .services.audit import init_audit
 from .services.databases import init_databases
+from .services.files import file_tables
 from .services.queries import init_queries
 from .services.startup import check_store
 from .services.trainer import init_trainer
@@ -83,7 +84,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.teardown_appcontext(release_session)
     init_metrics(app)
     registry = init_sources(app)  # data sources (and the demo file) for the SQL endpoint
-    registry.add(files_source(app.config))  # uploaded files, read by the federation engine
+    # Uploaded files: read by the federation engine; the store lists them.
+    registry.add(files_source(app.config, catalog=file_tables))
     init_databases(app, registry)  # ... and those created at run time, kept in the store
     init_migrations(app)
     openapi.init_app(app)

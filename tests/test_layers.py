@@ -292,3 +292,21 @@ def test_checker_finds_circles(faulty):
     assert "app.services.things -> app.api.views (app/services/things.py:1)" in text
     assert "app.sql.a -> app.sql.b (app/sql/a.py:2)" in text
     assert "app.sql.b -> app.sql.a (app/sql/b.py:1)" in text
+
+
+# Where a statement runs is decided in one place (app/federation/route.py): no other module
+# names the gate's CROSS_SOURCE or the files source's dialect to choose a path.
+ROUTE_MARKERS = ("ErrorCode.CROSS_SOURCE", "FILES_DIALECT")
+ROUTE_OWNERS = {"app/federation/route.py", "app/sql/gate.py", "app/sql/files.py",
+                "app/sql/errors.py"}
+
+
+def test_one_module_decides_where_a_statement_runs():
+    found = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in ROUTE_OWNERS:
+            continue
+        text = path.read_text()
+        found += [f"{relative}: {marker}" for marker in ROUTE_MARKERS if marker in text]
+    assert found == [], found

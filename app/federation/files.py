@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from ..lazy import on_first_use
 from ..sql.errors import ErrorCode, SqlError
-from ..sql.files import FILES_DIALECT, file_columns, stored_path
+from ..sql.files import file_columns, stored_path
 from ..sql.sources import DataSource
 from .engine import Session
 from .plan import Leg
@@ -26,7 +26,7 @@ pq = on_first_use("pyarrow.parquet")
 
 
 def is_file_source(source: DataSource) -> bool:
-    return source.dialect == FILES_DIALECT
+    return source.engine_only  # the one such source: uploaded files
 
 
 def describe(table: exp.Table) -> list[str]:

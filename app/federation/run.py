@@ -26,8 +26,6 @@ from sqlglot.tokens import Tokenizer, TokenType
 from ..sql import execute
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout
-from ..sql.files import FILES_DIALECT
-from ..sql.gate import gate
 from ..sql.running import CANCELLED, TIME_LIMIT, Statement
 from ..sql.sources import DataSource, SourceRegistry
 from ..sql.stream import Cursor, TableStream
@@ -36,6 +34,7 @@ from . import dynamic
 from . import legs as leg_runner
 from .engine import EngineError, current_engine, engine_error
 from .plan import Leg, Plan, leg_sql, parse, shown_names, split, tables_of
+from .route import route
 
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
 # Legs fetched at once per statement: each holds a connection of its source's pool.
@@ -156,16 +155,11 @@ def sources_named(query: str, registry: SourceRegistry, context: str | None = No
 
 def _reader(query: str, registry: SourceRegistry, context: DataSource | None
             ) -> tuple[bool, DataSource | None]:
-    """(whether the engine reads ``query`` — it names several data sources, or files —,
-    the one data source it reads otherwise: None for a statement without a table)."""
-    try:
-        gated = gate(query, registry, context.name if context else None)
-    except SqlError as exc:
-        if exc.code == ErrorCode.CROSS_SOURCE:
-            return True, None
-        raise
-    target = gated.source or context
-    return target is not None and target.dialect == FILES_DIALECT, target
+    """(whether the engine reads ``query`` — ``route.py`` says so —, the one data source
+    it reads otherwise: None for a statement without a table)."""
+    where = route(query, registry, context.name if context else None)
+    target = where.source or context
+    return where.engine or (target is not None and target.engine_only), target
 
 
 def federated_select(query: str, registry: SourceRegistry, context: DataSource | None,

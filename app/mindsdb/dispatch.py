@@ -11,13 +11,13 @@ from sqlglot import exp
 
 from ..errors import NotFound
 from ..federation import run as federation
+from ..federation.route import route
 from ..rules.names import DEFAULT_PROJECT
 from ..services import access, audit
 from ..services import console as console_service
 from ..services import sqlviews as view_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout, run_statement
-from ..sql.files import FILES_DIALECT
 from ..sql.gate import check_count_params, gate
 from ..sql.running import Statement
 from ..sql.sources import unknown_source
@@ -179,27 +179,19 @@ def _data_statement(query: str, db: str, params: dict[str, Any] | None,
     if not _gate_takes(query, registry, db):
         query = expand_views(query, db, Context(db=db, registry=registry, params=params)) \
             or query
-    try:
-        gated = gate(query, registry, db)
-    except SqlError as exc:
-        if exc.code != ErrorCode.CROSS_SOURCE:
-            raise
-        # Tables of several data sources: a federated SELECT (app/federation/).
+    where = route(query, registry, db)  # one source, or the engine (app/federation/)
+    if where.source is not None:
+        reached.append(where.source.name)
+        if not access.may_query(where.source.name):
+            # Unreachable through the caller's view (a source it may not query does not
+            # exist there); kept as the last guard, answering as for a missing source.
+            raise unknown_source(where.source.name, registry.names())
+    if where.engine:
         if explained is not None:
             return _federated_explain(query, registry, db, params, timeout_s, statement)
         return _federated(query, registry, db, params, timeout_s, statement, stream,
                           reached)
-    if gated.source is not None:
-        reached.append(gated.source.name)
-    if gated.source is not None and not access.may_query(gated.source.name):
-        # Unreachable through the caller's view (a source it may not query does not exist
-        # there); kept as the last guard, answering as for a missing source.
-        raise unknown_source(gated.source.name, registry.names())
-    if gated.source is not None and gated.source.dialect == FILES_DIALECT:
-        # Uploaded files have no database: the federation engine reads them in place.
-        if explained is not None:
-            return _federated_explain(query, registry, db, params, timeout_s, statement)
-        return _federated(query, registry, db, params, timeout_s, statement, stream, reached)
+    gated = where.gated
     check_count_params(gated, params)
     target = gated.source or registry.constants
     if statement is not None:

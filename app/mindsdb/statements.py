@@ -46,7 +46,6 @@ from ..rules.names import PROJECT_TABLES
 from ..schemas.agents import AgentFields
 from ..schemas.skills import SkillFields
 from ..services import agents as agent_service
-from ..services import files as file_service
 from ..services import models as model_service
 from ..services import projects as project_service
 from ..services import skills as skill_service
@@ -54,7 +53,6 @@ from ..services import sqlviews as view_service
 from ..services import training as training_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import fetch_rows
-from ..sql.files import FILES_DIALECT
 from . import tables
 from .context import Context, qualified
 from .errors import if_clause, service_errors
@@ -146,8 +144,8 @@ _SOURCE_TABLES_SQL = {
 def _show_source_tables(name: str, ctx: Context) -> tuple[Relation, str]:
     source = ctx.registry.require(name)
     column = f"Tables_in_{source.name}"
-    if source.dialect == FILES_DIALECT:  # its tables are the uploaded files
-        return Relation.of([column], [(f["name"],) for f in file_service.list_files()]), column
+    if source.catalog is not None:  # a source that lists its own tables (uploaded files)
+        return Relation.of([column], [(t["name"],) for t in source.catalog()]), column
     _, rows = fetch_rows(source.name, _SOURCE_TABLES_SQL[source.dialect],
                          max_rows=source.max_rows, registry=ctx.registry)
     column = f"Tables_in_{source.name}"

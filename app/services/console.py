@@ -15,11 +15,9 @@ from ..extensions import db
 from ..rules.names import name_key, validate_name
 from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
-from ..sql.files import FILES_DIALECT
 from ..sql.sources import DataSource, SourceRegistry, VisibleSources
 from ..store import ConsoleHistory, MLModel, Project, SavedQuery
 from . import access, audit
-from . import files as file_service
 from .common import commit
 from .projects import get_project
 
@@ -52,8 +50,8 @@ def schema(database: str | None = None) -> dict[str, Any]:
     for source in _readable_sources(registry, database):
         entry: dict[str, Any] = {"name": source.name, "dialect": source.dialect,
                                  "engine": source.engine_name, "tables": []}
-        if source.dialect == FILES_DIALECT:  # no catalog to ask: the uploaded files
-            entry["tables"] = file_service.file_tables()
+        if source.catalog is not None:  # a source that lists its own tables
+            entry["tables"] = source.catalog()
             sources.append(entry)
             continue
         try:

@@ -39,7 +39,6 @@ from ..rules.names import DEFAULT_PROJECT, SYSTEM_DATABASE, name_key, validate_d
 from ..rules.secrets import MASK, is_secret_key
 from ..sql.errors import SqlError
 from ..sql.execute import fetch_rows
-from ..sql.files import FILES_DIALECT
 from ..sql.roles import PRIVILEGED_ROLE_MODES
 from ..sql.roles import inspect as inspect_account
 from ..sql.runtime import (
@@ -56,7 +55,6 @@ from ..sql.runtime import (
 from ..sql.sources import DataSource, SourceRegistry, current_sources
 from ..store import DatabaseName, DataSourceRecord, MLModel, Project, Skill
 from . import access, audit, catalog
-from . import files as file_service
 from .common import commit
 from .credentials import InvalidToken, Keyring, current_keyring, init_keyring
 
@@ -532,8 +530,8 @@ def list_tables(name: str) -> list[dict[str, Any]]:
     require_data_source(name)
     registry = current_sources()
     source = registry.require(name)
-    if source.dialect == FILES_DIALECT:  # its tables are the uploaded files
-        return [{"name": f["name"], "type": "data"} for f in file_service.list_files()]
+    if source.catalog is not None:  # a source that lists its own tables (uploaded files)
+        return [{"name": t["name"], "type": "data"} for t in source.catalog()]
     try:
         _, rows = fetch_rows(source.name, _TABLES_SQL[source.dialect],
                              max_rows=source.max_rows, registry=registry)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -281,9 +282,10 @@ def file_schema(name_key: str) -> list[tuple[str, str]]:
         return []
 
 
-def files_source(settings: Any) -> DataSource:
+def files_source(settings: Any, catalog: Callable[[], list[dict[str, Any]]] | None = None
+                 ) -> DataSource:
     """The data source ``files``: its tables are the uploaded files, read by the federation
-    engine (it has no connection of its own)."""
+    engine (it has no connection of its own); ``catalog`` lists them."""
 
     def no_connection() -> Any:
         raise SqlError(ErrorCode.UNSUPPORTED, "The files source is read by the engine only")
@@ -291,4 +293,5 @@ def files_source(settings: Any) -> DataSource:
     return DataSource(name=FILES_SOURCE, dialect=FILES_DIALECT, sqlglot_dialect="duckdb",
                       timeout_s=settings["SQL_TIMEOUT_S"], max_rows=settings["SQL_MAX_ROWS"],
                       connect=no_connection, dispose=lambda: None, engine_name="files",
-                      functions=DuckDbPolicy())  # the engine's allow-list
+                      functions=DuckDbPolicy(),  # the engine's allow-list
+                      engine_only=True, catalog=catalog)

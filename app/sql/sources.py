@@ -103,6 +103,12 @@ class DataSource:
     allow_functions: frozenset[str] = frozenset()
     privileged_role: str = "warn"
     role: RoleReport | None = None  # None: not checked yet (or SQLite: no accounts)
+    # A source with no connection of its own, read only by the federation engine
+    # (federation/route.py): uploaded files.
+    engine_only: bool = False
+    # The tables of a source that lists them itself instead of asking a catalog (uploaded
+    # files: the store knows them), each {name, columns: [{name, type}]}; wired by the app.
+    catalog: Callable[[], list[dict[str, Any]]] | None = None
 
     def __post_init__(self) -> None:
         if self.functions is None:
