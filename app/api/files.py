@@ -100,4 +100,4 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
         source_type=(form.get("source_type") or "file").lower(),
         source=form.get("source"),
         original_name=form.get("original_file_name") or (stored.filename if stored else None),
-        sheet=args.get("sheet"), overwrite=args["overwrite"])
+        sheet=args.get("sheet"), overwrite=args["overwrite"], header=args.get("header"))
