@@ -36,6 +36,7 @@ from .errors import BadRequest
 
 _NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
 _STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)  # a backslash and the byte it escapes
 # The tokens that decide where a too-deep value sits: strings (keys), brackets and colons.
 # A string token always matches where it starts (an unterminated one runs to the end), and
 # possessively, so the walk is linear even on a body of unclosed quotes.
@@ -57,7 +58,7 @@ def pieces_nest_deeper(pieces: Iterable[bytes], max_depth: int) -> bool:
     """Whether the JSON text read as ``pieces`` (a file of any size, read a block at a time)
     nests arrays and objects deeper than ``max_depth``.
 
-    All in passes of C code over the bytes: escaped backslashes and escaped quotes are
+    All in passes of C code over the bytes: escapes (a backslash and the byte after it) are
     dropped, so the quotes left delimit strings; everything but quotes and brackets is
     dropped; splitting at the quotes leaves the brackets outside strings at even places.
     Each bracket is then +1 or -1, and the depth is the largest running sum. From one piece
@@ -71,10 +72,9 @@ def pieces_nest_deeper(pieces: Iterable[bytes], max_depth: int) -> bool:
         if escaping:
             piece, escaping = piece[1:], False
         if b"\\" in piece:
-            piece = piece.replace(b"\\\\", b"")
+            piece = _ESCAPE.sub(b"", piece)
             if piece.endswith(b"\\"):
                 piece, escaping = piece[:-1], True
-            piece = piece.replace(b'\\"', b"")
         parts = piece.translate(None, _NOT_QUOTE_OR_BRACKET).split(b'"')
         steps = b"".join(parts[1::2] if in_string else parts[::2]).translate(_STEP)
         in_string ^= len(parts) % 2 == 0
