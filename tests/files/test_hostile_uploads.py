@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -22,7 +23,7 @@ import pytest
 import requests
 
 from app.sql.files import part_prefix
-from tests.live import migrated_sqlite_env, serving, wait_for_a_new_worker, workers
+from tests.live import quarry_env, serving, wait_for_a_new_worker, workers
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ def _dead_pid() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, session_dir):
+def served(tmp_path_factory, sqlite_template):
     tmp = tmp_path_factory.mktemp("hostile")
     folder = tmp / "files"
     folder.mkdir()
@@ -48,9 +49,12 @@ def served(tmp_path_factory, session_dir):
     other = ".upload-otherhost-" + part_prefix(_dead_pid()).split("-", 2)[2]
     for name in (f"{dead}a.part", f"{alive}b.part", f"{other}c.part"):
         (folder / name).write_bytes(b"x")
-    env = migrated_sqlite_env(tmp, QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
-                              QUARRY_FILES_DIR=str(folder), QUARRY_WORKERS="1",
-                              QUARRY_THREADS="8", QUARRY_FILES_TIMEOUT_S="20")
+    # A copy of the session's migrated store: no migration run of its own to wait for.
+    shutil.copy(sqlite_template, tmp / "store.db")
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_DEMO_SOURCE="false",
+                     QUARRY_FILES_DIR=str(folder), QUARRY_WORKERS="1", QUARRY_THREADS="8",
+                     QUARRY_FILES_TIMEOUT_S="20")
     with serving(env, tmp / "logs") as server:
         yield server, folder, {"dead": f"{dead}a.part", "alive": f"{alive}b.part",
                                "other": f"{other}c.part"}
