@@ -126,7 +126,7 @@ def remove_stale_parts(app: Flask) -> list[str]:
         names = os.listdir(folder)
     except FileNotFoundError:
         return []
-    mine = part_prefix(0)[:-2]  # this host's: .upload-<host>-
+    mine = f"{_PART_PREFIX}{_host_tag()}-"
     removed = []
     for name in names:
         found = re.match(r"(\d+)-", name[len(mine):]) if name.startswith(mine) else None
