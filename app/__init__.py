@@ -30,7 +30,7 @@ from .ops import init_ops
 from .security import init_auth
 from .services.audit import init_audit
 from .services.databases import init_databases
-from .services.files import file_tables
+from .services.files import file_tables, remove_stale_parts
 from .services.queries import init_queries
 from .services.startup import check_store
 from .services.trainer import init_trainer
@@ -111,6 +111,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     init_audit(app)
     init_completions(app)
     check_store(app)
+    remove_stale_parts(app)  # of uploads a process that died left behind
     register_blueprints(app, openapi)
     register_console(app)
     register_cli(app)
@@ -216,8 +217,10 @@ def after_fork(app: Flask) -> None:
 
     Pooled connections opened in the master (start-up checks) would be shared by every
     worker's socket reads; each worker drops them, without closing the master's, and opens
-    its own. Two malloc arenas per worker keep the memory of large results compact.
+    its own. Two malloc arenas per worker keep the memory of large results compact. A worker
+    started in place of one that died removes the upload parts the dead one left.
     """
     with app.app_context():
         db.engine.dispose(close=False)
     limit_arenas(2)
+    remove_stale_parts(app)

@@ -50,7 +50,7 @@ SETTINGS: list[Setting] = [
             "larger params get 413"),
     Setting("MAX_JSON_DEPTH", 64, int,
             "Deepest nesting of arrays and objects accepted in a request body (1-256); "
-            "deeper bodies get 400"),
+            "deeper bodies get 400, deeper uploaded JSON files 422"),
     Setting("INSTANCE_PATH", None, str,
             "Folder for the SQLite store and the demo database (default: ./instance)"),
     Setting("DATA_SOURCES", {}, "json",
@@ -118,6 +118,9 @@ SETTINGS: list[Setting] = [
             "folder); share it between instances that share a store"),
     Setting("FILES_MAX_BYTES", 1024 * 1024 * 1024, int,
             "Largest file upload in bytes (PUT /api/files/<name>); beyond it 413"),
+    Setting("FILES_TIMEOUT_S", 300.0, float,
+            "Time limit of converting one uploaded file to Parquet, in seconds (after its "
+            "body arrived); beyond it 413"),
     Setting("FILES_URL_ALLOW", "", str,
             "Comma-separated hosts an upload with source_type=url may name (default: none)"),
     Setting("SQL_POOL_SIZE", 4, int,

@@ -197,8 +197,9 @@ class NameReserved(Conflict):
         self.name = name
 
 
-class FileExists(BadRequest):
-    """An upload to the name of a stored file without ?overwrite=true (400, as MindsDB)."""
+class FileExists(Conflict):
+    """An upload to the name of a stored file without ?overwrite=true: 409 (MindsDB answers
+    400, with this title and detail), so that a client can tell it from a malformed request."""
 
     title = "File already exists"
 

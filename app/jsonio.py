@@ -26,6 +26,7 @@ import json
 import math
 import re
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -35,6 +36,7 @@ from .errors import BadRequest
 
 _NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
 _STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)  # a backslash and the byte it escapes
 # The tokens that decide where a too-deep value sits: strings (keys), brackets and colons.
 # A string token always matches where it starts (an unterminated one runs to the end), and
 # possessively, so the walk is linear even on a body of unclosed quotes.
@@ -47,24 +49,42 @@ _BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
 
 
 def nests_deeper(body: bytes, max_depth: int) -> bool:
-    """Whether the arrays and objects of the JSON text ``body`` nest deeper than ``max_depth``.
+    """Whether the arrays and objects of the JSON text ``body`` nest deeper than ``max_depth``
+    (``pieces_nest_deeper`` of the text in one piece)."""
+    return pieces_nest_deeper((body,), max_depth)
 
-    All in passes of C code over the bytes: escaped backslashes and escaped quotes are
+
+def pieces_nest_deeper(pieces: Iterable[bytes], max_depth: int) -> bool:
+    """Whether the JSON text read as ``pieces`` (a file of any size, read a block at a time)
+    nests arrays and objects deeper than ``max_depth``.
+
+    All in passes of C code over the bytes: escapes (a backslash and the byte after it) are
     dropped, so the quotes left delimit strings; everything but quotes and brackets is
     dropped; splitting at the quotes leaves the brackets outside strings at even places.
-    Each bracket is then +1 or -1, and the depth is the largest running sum. For text that
-    is not JSON the figure may be wrong, but the decoder refuses such text anyway, before
-    nesting as deep as the figure is off.
+    Each bracket is then +1 or -1, and the depth is the largest running sum. From one piece
+    to the next go the depth, whether a string is open, and whether a backslash ended the
+    piece (it escapes the next piece's first byte). For text that is not JSON the figure may
+    be wrong, but the decoder refuses such text anyway, before nesting as deep as the figure
+    is off.
     """
-    if b"\\" in body:
-        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
-    outside = b"".join(body.translate(None, _NOT_QUOTE_OR_BRACKET).split(b'"')[::2])
-    steps = outside.translate(_STEP)
-    if steps.count(b"\x01") <= max_depth:
-        return False
-    if b"\x01" * (max_depth + 1) in steps:  # the usual attack: a run of openings
-        return True
-    return max(itertools.accumulate(array("b", steps))) > max_depth
+    depth, in_string, escaping = 0, False, False
+    for piece in pieces:
+        if escaping:
+            piece, escaping = piece[1:], False
+        if b"\\" in piece:
+            piece = _ESCAPE.sub(b"", piece)
+            if piece.endswith(b"\\"):
+                piece, escaping = piece[:-1], True
+        parts = piece.translate(None, _NOT_QUOTE_OR_BRACKET).split(b'"')
+        steps = b"".join(parts[1::2] if in_string else parts[::2]).translate(_STEP)
+        in_string ^= len(parts) % 2 == 0
+        opened = steps.count(b"\x01")
+        if depth + opened > max_depth and (
+                b"\x01" * (max_depth + 1) in steps  # the usual attack: a run of openings
+                or max(itertools.accumulate(array("b", steps), initial=depth)) > max_depth):
+            return True
+        depth += 2 * opened - len(steps)
+    return False
 
 
 def parse_json_body(body: bytes, max_depth: int) -> Any:

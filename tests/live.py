@@ -52,6 +52,33 @@ def flask(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
+def workers(master: int) -> list[int]:
+    """The pids of a gunicorn master's children (its workers)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == master:
+                pids.append(int(entry))
+    return pids
+
+
+def wait_for_a_new_worker(url: str) -> None:
+    """Until a worker answers /api/status again (gunicorn replaces a worker that died)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if requests.get(url + "/api/status", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        assert time.monotonic() < deadline, "gunicorn did not start a new worker"
+        time.sleep(0.2)
+
+
 @dataclass
 class Server:
     url: str

@@ -3,7 +3,7 @@
 import os
 from typing import Any
 
-from flask import current_app, request
+from flask import current_app, jsonify, request
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 from werkzeug.formparser import FormDataParser
 
@@ -28,18 +28,21 @@ def list_files():
 @blp.route("/<path:name>", methods=["PUT"])
 @blp.arguments(FileArgs, location="query")
 @blp.response(200, FileOut)
-@blp.problems(403, 413, 422)
+@blp.problems(403, 409, 413, 422)
 def upload_file(args, name):
     """Upload a file (multipart/form-data, part ``file``) as the table files.<name>."""
     return service.upload_file(name, lambda: _read_upload(args))
 
 
 @blp.route("/<path:name>", methods=["DELETE"])
-@blp.response(204)
+@blp.response(200)
+@blp.doc_response(200, {"type": "string", "enum": [""],
+                        "description": "An empty string, as MindsDB answers"})
 @blp.problems(403, 404)
 def delete_file(name):
     """Delete an uploaded file."""
     service.delete_file(name)
+    return jsonify("")
 
 
 # Largest form field held in memory (the file part is not: it goes to disk). Werkzeug also
@@ -97,4 +100,4 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
         source_type=(form.get("source_type") or "file").lower(),
         source=form.get("source"),
         original_name=form.get("original_file_name") or (stored.filename if stored else None),
-        sheet=args.get("sheet"), overwrite=args["overwrite"])
+        sheet=args.get("sheet"), overwrite=args["overwrite"], header=args.get("header"))

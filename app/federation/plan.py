@@ -39,6 +39,7 @@ from ..sql.sources import DataSource, SourceRegistry
 
 LEG_PREFIX = "leg_"
 _GENERATED_NAME = re.compile(r"_col_\d+")
+_WRITTEN = "quarry_written"  # meta of an alias the statement itself wrote
 
 
 @dataclass
@@ -235,6 +236,9 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
             value = column.args.get(part)
             if value is not None and (part == "db" or value.name.lower() in source_names):
                 column.set(part, None)
+    _fold_quoted_columns(statement, schema)
+    for alias in statement.find_all(exp.Alias):
+        alias.meta[_WRITTEN] = True
     try:
         statement = qualify(statement, schema=schema, quote_identifiers=False,
                             identify=False, validate_qualify_columns=True)
@@ -246,7 +250,7 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
     _fill_legs(statement, legs)
     links = find_links(statement, legs)
     try:
-        engine_sql = statement.sql(dialect="duckdb")
+        engine_sql = _named_by_tables(statement).sql(dialect="duckdb")
     except SqlglotError as exc:
         raise SqlError(ErrorCode.UNSUPPORTED,
                        f"The statement cannot be run over several data sources: {exc}"
@@ -255,6 +259,35 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
         leg.sql = leg_sql(leg)
         leg.shape = _shape(leg)
     return Plan(legs, engine_sql, names, links)
+
+
+def _fold_quoted_columns(statement: exp.Expression, schema: dict[str, dict[str, str]]) -> None:
+    """A quoted column name written in another case than the leg's column (``"movieId"``
+    for a file's ``movieId``, which the schema holds as ``movieid``) names that column, as
+    in DuckDB, whose identifiers ignore case, quoted or not; the qualifier would not find
+    it. A quoted name that an output alias of the statement has is left as it is."""
+    known = {column for columns in schema.values() for column in columns}
+    aliases = {a.alias for a in statement.find_all(exp.Alias)}
+    for column in statement.find_all(exp.Column):
+        ident = column.this
+        if isinstance(ident, exp.Identifier) and ident.quoted and ident.name not in aliases \
+                and ident.name != ident.name.lower() and ident.name.lower() in known:
+            ident.set("this", ident.name.lower())
+
+
+def _named_by_tables(statement: exp.Expression) -> exp.Expression:
+    """The qualified statement without the aliases the qualifier gave plain columns
+    (``t.movieid AS movieid``): the engine then names such a column as its table does, in
+    the table's case (a file's ``movieId``), where the alias would give the lower-cased name.
+    An alias written in the statement stays."""
+    statement = statement.copy()
+    for alias in list(statement.find_all(exp.Alias)):
+        column = alias.this
+        if not alias.meta.get(_WRITTEN) and isinstance(column, exp.Column) and \
+                isinstance(column.this, exp.Identifier) and \
+                column.name.lower() == alias.alias.lower():
+            alias.replace(column)
+    return statement
 
 
 def leg_sql(leg: Leg, extra: list[exp.Expression] | tuple = ()) -> str:
@@ -415,8 +448,10 @@ def _same_source_group(select: exp.Select, legs: list[Leg], aliases: Counter
     groups: dict[str, list[Leg]] = {}
     for node in [start.this] + [join.this for join in joins]:
         leg = by_name.get(node.name) if isinstance(node, exp.Table) else None
-        # An alias used twice in the statement could not be told apart when rewritten.
-        if leg is not None and not leg.joined and aliases[leg.alias.lower()] == 1:
+        # An alias used twice in the statement could not be told apart when rewritten. Files
+        # are joined by the engine: their source runs no SQL of its own.
+        if leg is not None and not leg.joined and aliases[leg.alias.lower()] == 1 \
+                and not leg.source.engine_only:
             groups.setdefault(leg.source.name, []).append(leg)
     conditions = _select_conditions(select)
     conditions += _implied_equalities(conditions)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import current_app
+from flask import Flask, current_app
 from sqlalchemy import delete, select
 
 from ..errors import FileExists, FileNotFound, PayloadTooLarge, Unprocessable
@@ -39,6 +39,7 @@ class Upload:
     original_name: str | None = None
     sheet: str | None = None
     overwrite: bool = False
+    header: bool | None = None         # whether a CSV's first row names its columns
 
 
 def check_name(name: str) -> str:
@@ -48,6 +49,11 @@ def check_name(name: str) -> str:
 
 def upload_target() -> Any:
     return storage.upload_target()
+
+
+def remove_stale_parts(app: Flask) -> None:
+    """At start: the parts of uploads that a process which died left behind go."""
+    storage.remove_stale_parts(app)
 
 
 def discard(path: str | None) -> None:
@@ -104,14 +110,22 @@ def _store(name: str, upload: Upload) -> dict[str, Any]:
 
 
 def _convert(path: str, upload: Upload, key: str) -> storage.Converted:
+    config = current_app.config
+    limits = storage.Limits(max_bytes=config["FILES_MAX_BYTES"],
+                            max_depth=config["MAX_JSON_DEPTH"],
+                            timeout_s=config["FILES_TIMEOUT_S"])
     try:
         kind = storage.sniff_format(path, upload.original_name, upload.sheet)
-        return storage.convert(path, kind, key, upload.sheet)
+        if upload.header is not None and kind not in ("csv", "tsv", "xlsx"):
+            raise Unprocessable(f"header applies to CSV, TSV and XLSX files; this is a "
+                                f"{kind.capitalize()} file, which names its columns itself")
+        return storage.convert(path, kind, key, limits, upload.sheet, upload.header)
+    except storage.NestedTooDeep as exc:
+        raise Unprocessable(str(exc), title="Nested too deep") from None
     except storage.FileFormatError as exc:
         raise Unprocessable(str(exc), title="Malformed file") from None
     except storage.ConversionTooLarge as exc:
-        raise PayloadTooLarge(f"The file cannot be converted within the converter's memory "
-                              f"limit: {exc}") from None
+        raise PayloadTooLarge(str(exc)) from None
 
 
 def list_files() -> list[dict[str, Any]]:
@@ -186,5 +200,5 @@ def _fetch_url(url: str | None) -> str:
     return target.name
 
 
-__all__ = ["Upload", "check_name", "delete_file", "discard", "list_files", "upload_file",
-           "upload_target"]
+__all__ = ["Upload", "check_name", "delete_file", "discard", "list_files",
+           "remove_stale_parts", "upload_file", "upload_target"]

@@ -14,13 +14,20 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import subprocess
+import sys
 import tempfile
+import threading
+import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, current_app
 
+from ..jsonio import pieces_nest_deeper
 from ..lazy import on_first_use
 from .errors import ErrorCode, SqlError
 from .functions.duckdb import DuckDbPolicy
@@ -28,7 +35,17 @@ from .sources import DataSource
 
 FILES_SOURCE = "files"
 FILES_DIALECT = "files"
-_PART = ".part"
+# Every temporary file of an upload is named .upload-<host>-<pid>-….part, so that a process
+# starting can tell the parts of a worker that died (remove_stale_parts) from those of a
+# worker at work, on this host or on another one that shares the folder.
+_PART_PREFIX, _PART = ".upload-", ".part"
+# A workbook part that unpacks to more than this many times its packed size is a zip bomb,
+# not a sheet: sheets' XML packs 10-20 to 1 (measured on openpyxl's and Excel's files).
+XLSX_MAX_RATIO = 100
+_RATIO_FROM_BYTES = 1 << 20  # small parts may pack as they like
+# The address space of the process that reads a workbook's sheet (app/sql/sheet.py).
+XLSX_MEMORY_BYTES = 1 << 30
+_SHEET_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sheet.py")
 # pyarrow (and pandas with it) loads with the first upload or file read, not with the app.
 pq = on_first_use("pyarrow.parquet")
 
@@ -37,9 +54,24 @@ class FileFormatError(Exception):
     """An upload that is not a readable file of its format (what and where, in words)."""
 
 
+class NestedTooDeep(FileFormatError):
+    """A JSON file nesting arrays or objects deeper than the limit (a parser recursing over
+    it would overflow its stack and take the worker with it)."""
+
+
 class ConversionTooLarge(Exception):
-    """The file is readable but needs more memory to convert than the converter may use
-    (e.g. a single value of hundreds of MiB)."""
+    """The file is readable but beyond what the converter may spend on it: more memory than
+    it may use (e.g. a single value of hundreds of MiB), a workbook that unpacks beyond the
+    size limit, or more time than the upload's time limit (the message names the limit)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What converting one upload may take."""
+
+    max_bytes: int     # QUARRY_FILES_MAX_BYTES: also what a workbook may unpack to
+    max_depth: int     # QUARRY_MAX_JSON_DEPTH: nesting of a JSON file
+    timeout_s: float   # QUARRY_FILES_TIMEOUT_S: the whole conversion
 
 
 @dataclass
@@ -68,8 +100,56 @@ def upload_target() -> Any:
     same file system as the stored files, so that the final move is a rename)."""
     folder = files_dir()
     os.makedirs(folder, exist_ok=True)
-    return tempfile.NamedTemporaryFile(dir=folder, prefix=".upload-", suffix=_PART,
+    return tempfile.NamedTemporaryFile(dir=folder, prefix=part_prefix(), suffix=_PART,
                                        delete=False)
+
+
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+
+
+def part_prefix(pid: int | None = None) -> str:
+    """How the names of the temporary files of process ``pid`` (default: this one) begin."""
+    return f"{_PART_PREFIX}{_host_tag()}-{os.getpid() if pid is None else pid}-"
+
+
+def remove_stale_parts(app: Flask) -> list[str]:
+    """Remove the temporary files that a process of this host which is gone left in the files
+    folder (a worker killed in the middle of an upload); the names removed.
+
+    Run when the app starts and when a gunicorn worker starts (the master starts one in
+    place of a worker that died). A part whose process still runs, or of another host
+    sharing the folder, is left alone: it may be an upload at work.
+    """
+    folder = files_dir(app)
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    mine = f"{_PART_PREFIX}{_host_tag()}-"
+    removed = []
+    for name in names:
+        found = re.match(r"(\d+)-", name[len(mine):]) if name.startswith(mine) else None
+        if found is None or not name.endswith(_PART) or _running(int(found.group(1))):
+            continue
+        discard(os.path.join(folder, name))
+        removed.append(name)
+    if removed:
+        app.logger.warning("removed %d upload part(s) left by a process that is gone: %s",
+                           len(removed), ", ".join(removed))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def discard(path: str | None) -> None:
@@ -104,25 +184,25 @@ def sniff_format(path: str, original_name: str | None, sheet: str | None) -> str
     return "csv"
 
 
-def convert(source: str, kind: str, target_key: str, sheet: str | None = None) -> Converted:
+def convert(source: str, kind: str, target_key: str, limits: Limits, sheet: str | None = None,
+            header: bool | None = None) -> Converted:
     """Convert the upload at ``source`` into a Parquet file beside ``target_key``'s final
-    one (``Converted.part``; ``publish`` moves it into place); raises FileFormatError, with
-    nothing left behind, when it cannot be read."""
-    part = f"{stored_path(target_key)}.{os.getpid()}.{os.urandom(4).hex()}{_PART}"
-    conn = _converter()
+    one (``Converted.part``; ``publish`` moves it into place). ``header``: whether a CSV's
+    (or a sheet's) first row names the columns; None: DuckDB's sniffer decides. Raises
+    FileFormatError when the file cannot be read, ConversionTooLarge beyond ``limits``,
+    with nothing left behind either way."""
+    deadline = time.monotonic() + limits.timeout_s
+    prefix = os.path.join(os.path.dirname(stored_path(target_key)), part_prefix())
+    part = f"{prefix}{target_key}-{os.urandom(4).hex()}.parquet{_PART}"
     sheet_csv = None
     try:
+        if kind == "json":
+            _check_depth(source, limits.max_depth)
         if kind == "xlsx":  # one sheet as CSV first: DuckDB then detects its column types
-            sheet_csv = _sheet_as_csv(source, sheet, part)
+            sheet_csv = f"{part}.csv{_PART}"
+            _sheet_as_csv(source, sheet, sheet_csv, limits, deadline)
             source, kind = sheet_csv, "csv"
-        relation = _reader(conn, source, kind)
-        try:
-            conn.execute(f"COPY (SELECT * FROM {relation}) TO '{_quoted(part)}' "
-                         "(FORMAT parquet, COMPRESSION zstd)")
-        except Exception as exc:  # noqa: BLE001 - DuckDB's error types, in its words
-            if type(exc).__name__ == "OutOfMemoryException":  # not the file's fault
-                raise ConversionTooLarge(str(exc).splitlines()[0]) from None
-            raise FileFormatError(_describe_error(kind, exc, conn, source)) from None
+        _copy_to_parquet(source, kind, part, header, limits, deadline)
         meta = pq.ParquetFile(part).metadata
         if meta.num_columns == 0:
             raise FileFormatError("The file has no columns")
@@ -132,41 +212,94 @@ def convert(source: str, kind: str, target_key: str, sheet: str | None = None) -
         discard(part)
         raise
     finally:
-        conn.close()
         discard(sheet_csv)
 
 
-def _sheet_as_csv(source: str, sheet: str | None, part: str) -> str:
-    """The first sheet (or ``sheet``) of a workbook, written row by row as a CSV file (the
-    workbook is read in openpyxl's read-only mode: streamed, never whole in memory)."""
-    import csv
-    import zipfile
-
-    import openpyxl  # loads with the first XLSX upload
-    from openpyxl.utils.exceptions import InvalidFileException
-
-    handle = open(source, "rb")  # noqa: SIM115 - closed below, with the workbook
+def _copy_to_parquet(source: str, kind: str, part: str, header: bool | None, limits: Limits,
+                     deadline: float) -> None:
+    conn = _converter()
+    timer = None
     try:
-        # A file object, not the path: openpyxl judges a path by its extension (.part here).
-        book = openpyxl.load_workbook(handle, read_only=True, data_only=True)
-    except (InvalidFileException, zipfile.BadZipFile, KeyError, OSError) as exc:
-        handle.close()
-        raise FileFormatError(f"The XLSX file cannot be read: {exc}") from None
-    try:
-        if sheet is not None and sheet not in book.sheetnames:
-            raise FileFormatError(f"The workbook has no sheet {sheet!r}; its sheets: "
-                                  f"{', '.join(book.sheetnames)}")
-        rows = (book[sheet] if sheet is not None else book.worksheets[0]).iter_rows(
-            values_only=True)
-        target = f"{part}.csv"
-        with open(target, "w", newline="", encoding="utf-8") as out:
-            writer = csv.writer(out)
-            for row in rows:
-                writer.writerow(["" if v is None else v for v in row])
-        return target
+        relation = _reader(conn, source, kind, header)
+        if time.monotonic() >= deadline:
+            raise _out_of_time(limits)
+        # DuckDB stops a statement interrupted from another thread: the time limit.
+        timer = threading.Timer(deadline - time.monotonic(), conn.interrupt)
+        timer.daemon = True
+        timer.start()
+        conn.execute(f"COPY (SELECT * FROM {relation}) TO '{_quoted(part)}' "
+                     "(FORMAT parquet, COMPRESSION zstd)")
+    except ConversionTooLarge:
+        raise
+    except Exception as exc:  # noqa: BLE001 - DuckDB's error types, in its words
+        if type(exc).__name__ == "InterruptException" or time.monotonic() >= deadline:
+            raise _out_of_time(limits) from None
+        if type(exc).__name__ == "OutOfMemoryException":  # not the file's fault
+            raise ConversionTooLarge("The file cannot be converted within the converter's "
+                                     f"memory limit: {str(exc).splitlines()[0]}") from None
+        raise FileFormatError(_describe_error(kind, exc, conn, source)) from None
     finally:
-        book.close()
-        handle.close()
+        if timer is not None:
+            timer.cancel()
+        conn.close()
+
+
+def _out_of_time(limits: Limits) -> ConversionTooLarge:
+    return ConversionTooLarge(f"The file cannot be converted within the time limit of "
+                              f"{limits.timeout_s:g} s (QUARRY_FILES_TIMEOUT_S)")
+
+
+def _check_depth(source: str, max_depth: int) -> None:
+    """Refuse a JSON file nesting deeper than ``max_depth``, from its bytes, before a parser
+    (which recurses per level) sees it."""
+    with open(source, "rb") as handle:
+        if pieces_nest_deeper(iter(lambda: handle.read(1 << 20), b""), max_depth):
+            raise NestedTooDeep(f"The JSON file nests arrays or objects more than "
+                                f"{max_depth} levels deep (the limit, "
+                                f"QUARRY_MAX_JSON_DEPTH)")
+
+
+def _check_workbook(source: str, max_bytes: int) -> None:
+    """Refuse a workbook whose parts, as its zip directory declares them, unpack beyond
+    ``max_bytes`` or pack more densely than a sheet can: before a byte is inflated. (The
+    declared sizes hold: Python's zip reader stops at a part's declared size.)"""
+    try:
+        with zipfile.ZipFile(source) as book:
+            parts = book.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise FileFormatError(f"The XLSX file cannot be read: {exc}") from None
+    unpacked = sum(p.file_size for p in parts)
+    if unpacked > max_bytes:
+        raise ConversionTooLarge(f"The XLSX file unpacks to {unpacked} bytes, more than the "
+                                 f"limit of {max_bytes} bytes (QUARRY_FILES_MAX_BYTES)")
+    for p in parts:
+        if p.file_size > _RATIO_FROM_BYTES and \
+                p.file_size > XLSX_MAX_RATIO * max(p.compress_size, 1):
+            raise ConversionTooLarge(
+                f"The XLSX file's part {p.filename} unpacks to "
+                f"{p.file_size // max(p.compress_size, 1)} times its packed size, more "
+                f"than the limit of {XLSX_MAX_RATIO} times (a zip bomb, not a sheet)")
+
+
+def _sheet_as_csv(source: str, sheet: str | None, target: str, limits: Limits,
+                  deadline: float) -> None:
+    """The first sheet (or ``sheet``) of a workbook, written row by row as a CSV file at
+    ``target`` by a child process of capped memory, within the upload's time limit."""
+    _check_workbook(source, limits.max_bytes)
+    command = [sys.executable, "-I", _SHEET_SCRIPT, source, sheet or "", target,
+               str(XLSX_MEMORY_BYTES)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False,
+                              timeout=max(deadline - time.monotonic(), 0.001))
+    except subprocess.TimeoutExpired:  # run() killed it
+        raise _out_of_time(limits) from None
+    if done.returncode == 0:
+        return
+    reason = (done.stderr.strip().splitlines() or [""])[-1].replace(source, "the file")
+    if done.returncode == 2 and reason:
+        raise FileFormatError(reason)
+    raise ConversionTooLarge(f"The XLSX file cannot be read within the converter's memory "
+                             f"limit of {XLSX_MEMORY_BYTES >> 20} MiB")
 
 
 def publish(converted: Converted, target_key: str) -> None:
@@ -196,16 +329,18 @@ def _quoted(path: str) -> str:
     return path.replace("'", "''")
 
 
-def _reader(conn: Any, source: str, kind: str) -> str:
+def _reader(conn: Any, source: str, kind: str, header: bool | None = None) -> str:
     path = _quoted(source)
     if kind == "parquet":
         return f"read_parquet('{path}')"
     if kind == "json":
         return f"read_json('{path}', format='auto')"
     delim = "\\t" if kind == "tsv" else _delimiter(source)
-    options = (f"delim=E'{delim}', header=true, skip=0, strict_mode=true, "
+    options = (f"delim=E'{delim}', skip=0, strict_mode=true, "
                "null_padding=false") if delim == "\\t" else \
-        (f"delim='{delim}', header=true, skip=0, strict_mode=true, null_padding=false")
+        (f"delim='{delim}', skip=0, strict_mode=true, null_padding=false")
+    if header is not None:  # else DuckDB's sniffer decides whether the first row names
+        options += f", header={str(header).lower()}"
     encoding = _encoding(source)
     if encoding != "utf-8":
         options += f", encoding='{encoding}'"

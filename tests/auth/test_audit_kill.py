@@ -7,46 +7,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests.live import quarry_env, serving
+from tests.live import quarry_env, serving, wait_for_a_new_worker, workers
 
 pytestmark = pytest.mark.slow
 
 
-def _workers(master: int) -> list[int]:
-    """The gunicorn master's children."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == master:
-                pids.append(int(entry))
-    return pids
-
-
 def _kill_the_worker(master: int) -> None:
-    (worker,) = _workers(master)  # one worker: the one that answered
+    (worker,) = workers(master)  # one worker: the one that answered
     os.kill(worker, signal.SIGKILL)
-
-
-def _wait_for_a_new_worker(url: str) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if requests.get(url + "/api/status", timeout=5).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        assert time.monotonic() < deadline, "gunicorn did not start a new worker"
-        time.sleep(0.2)
 
 
 def test_records_survive_the_worker_killed_after_its_answer(store_url, tmp_path):
@@ -62,7 +34,7 @@ def test_records_survive_the_worker_killed_after_its_answer(store_url, tmp_path)
             _kill_the_worker(master)
             assert answer.json()["data"] == [[i]]
             sent.append(query)
-            _wait_for_a_new_worker(url)
+            wait_for_a_new_worker(url)
         # A stream: the worker killed after its first line came, long before its end.
         streamed = "SELECT * FROM demo.iris"
         with requests.post(url + "/api/sql/query", stream=True, timeout=30,
@@ -70,7 +42,7 @@ def test_records_survive_the_worker_killed_after_its_answer(store_url, tmp_path)
             header = json.loads(next(stream.iter_lines()))
             _kill_the_worker(master)
         assert header["type"] == "table"
-        _wait_for_a_new_worker(url)
+        wait_for_a_new_worker(url)
         records = requests.get(url + "/api/audit", params={"kind": "sql"},
                                timeout=30).json()["records"]
     found = {r["statement"]: r for r in records}

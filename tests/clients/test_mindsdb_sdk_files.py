@@ -65,6 +65,16 @@ def test_sdk_uploads_lists_and_queries_a_file(url):
     assert files.tables.list() == []
 
 
+def test_sdk_sees_a_file_s_columns_in_their_own_case(url):
+    server = mindsdb_sdk.connect(url)
+    files = server.get_database("files")
+    files.tables.create("movies", pd.DataFrame({"movieId": [2, 1], "Title": ["Heat", "Up"]}))
+    assert list(files.tables.get("movies").fetch().columns) == ["movieId", "Title"]
+    picked = files.query("SELECT movieId FROM movies ORDER BY movieId").fetch()
+    assert picked.to_dict("records") == [{"movieId": 1}, {"movieId": 2}]
+    files.tables.drop("movies")
+
+
 def test_sdk_joins_a_file_with_postgresql_and_trains_from_it(url, pg_db):  # noqa: F811
     server = mindsdb_sdk.connect(url)
     server.create_database("sdk_pg", engine="postgres", connection_args=pg_db)

@@ -99,7 +99,7 @@ def test_upload_by_button_then_replace_after_confirming(browser, console_server,
     name.send_keys(Keys.CONTROL, "a")
     name.send_keys("sales_targets" + Keys.ENTER)
     assert wait_status(browser, "Upload refused") == (
-        "Upload refused (400): File with name 'sales_targets' already exists "
+        "Upload refused (409): File with name 'sales_targets' already exists "
         "Replace files.sales_targets")
     assert listed_files(console_server)["sales_targets"]["row_count"] == 2  # not yet
     css(browser, "[data-testid=upload-replace]").click()
