@@ -93,6 +93,55 @@ def keep_masked(current: dict[str, Any] | None, new: dict[str, Any]) -> dict[str
             for k, v in new.items()}
 
 
+
+# --- secrets kept apart (encrypted at rest) ----------------------------------------------------
+
+def take_secrets(value: Any, path: tuple = ()) -> tuple[Any, list[list[Any]]]:
+    """``value`` with every secret (a value under a secret name, at any depth, but None, ""
+    or the mask) replaced by the mask, and the secrets taken out as [path, value] pairs.
+
+    The masked copy is what the store keeps in clear (so every read shows the mask without
+    decrypting anything); the pairs are what it keeps encrypted."""
+    taken: list[list[Any]] = []
+    if isinstance(value, dict):
+        copy = {}
+        for key, item in value.items():
+            if is_secret_key(str(key)) and item not in (None, "", MASK):
+                copy[key] = MASK
+                taken.append([[*path, key], item])
+            else:
+                copy[key], more = take_secrets(item, (*path, key))
+                taken.extend(more)
+        return copy, taken
+    if isinstance(value, list):
+        items = []
+        for index, item in enumerate(value):
+            masked, more = take_secrets(item, (*path, index))
+            items.append(masked)
+            taken.extend(more)
+        return items, taken
+    return value, taken
+
+
+def put_secrets(value: Any, taken: list[list[Any]]) -> Any:
+    """``value`` (masked by ``take_secrets``) with its secrets put back (a copy); a secret
+    whose place is gone (its key removed since) is dropped."""
+    value = json.loads(json.dumps(value))
+    for path, secret in taken:
+        holder = value
+        for step in path[:-1]:
+            try:
+                holder = holder[step]
+            except (KeyError, IndexError, TypeError):
+                holder = None
+                break
+        last = path[-1] if path else None
+        if isinstance(holder, dict) and holder.get(last) == MASK \
+                or isinstance(holder, list) and isinstance(last, int) \
+                and 0 <= last < len(holder) and holder[last] == MASK:
+            holder[last] = secret
+    return value
+
 # --- statement texts ---------------------------------------------------------------------------
 
 _SEPARATORS = frozenset({TokenType.COLON, TokenType.EQ, TokenType.FARROW})

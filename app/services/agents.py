@@ -7,15 +7,16 @@ from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from ..errors import AgentNotFound, NameTaken, UnknownModel
+from ..errors import AgentNotFound, BadRequest, NameTaken, UnknownModel
 from ..extensions import db
 from ..rules.names import lookup_key, name_key, validate_name
 from ..rules.params import require_params_within
-from ..rules.secrets import keep_masked, merge
+from ..rules.secrets import keep_masked, merge, put_secrets, take_secrets
 from ..store import Agent, AgentSkill, MLModel, Project
 from ..store.types import utcnow
 from . import audit
 from .common import commit, delete_or_gone, retried_on_race
+from .credentials import InvalidToken, current_keyring, seal, unseal
 from .lookup import find_in_project, taken_or_gone, view_by_ref
 from .projects import get_project
 from .skills import skills_by_name
@@ -24,6 +25,8 @@ from .views import agent_query, agent_views
 # Fields copied as they come; None means "leave as it was" on update (clients send every field).
 SCALAR_FIELDS = ("model_name", "provider", "prompt_template")
 DICT_FIELDS = ("model", "data")
+# The fields whose secrets are kept encrypted in ``Agent.secrets`` (the mask in their place).
+SECRET_FIELDS = ("params", *DICT_FIELDS)
 
 
 def _taken(name: str, project_name: str) -> Callable[[], NameTaken]:
@@ -108,8 +111,9 @@ def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     name = validate_name("agent", data["name"])
     params = data.get("params") or {}
     require_params_within(params, current_app.config["PARAMS_MAX_BYTES"], f"agent '{name}'")
-    agent = Agent(project_id=project.id, name=name, name_key=name_key(name), params=params,
-                  **{f: data.get(f) for f in SCALAR_FIELDS + DICT_FIELDS})
+    agent = Agent(project_id=project.id, name=name, name_key=name_key(name),
+                  **{f: data.get(f) for f in SCALAR_FIELDS})
+    _seal(agent, {"params": params, **{f: data.get(f) for f in DICT_FIELDS}})
     _check_model(project, agent)
     with db.session.no_autoflush:
         _attach(project, agent, _skill_specs(data.get("skills") or []))
@@ -125,6 +129,7 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
     project = get_project(project_name, "write")
     agent = find_agent(project, ref)
     before = {"name": agent.name, "model_name": agent.model_name, "params": agent.params}
+    clear = _opened(agent)
     with db.session.no_autoflush:
         if data.get("name") is not None:
             agent.name = validate_name("agent", data["name"])
@@ -133,12 +138,13 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
             if data.get(field) is not None:
                 setattr(agent, field, data[field])
         if data.get("params") is not None:
-            agent.params = merge(agent.params, data["params"])
-            require_params_within(agent.params, current_app.config["PARAMS_MAX_BYTES"],
+            clear["params"] = merge(clear["params"], data["params"])
+            require_params_within(clear["params"], current_app.config["PARAMS_MAX_BYTES"],
                                   f"agent '{agent.name}'")
         for field in DICT_FIELDS:
             if data.get(field) is not None:
-                setattr(agent, field, keep_masked(getattr(agent, field), data[field]))
+                clear[field] = keep_masked(clear[field], data[field])
+        _seal(agent, clear)
         _check_model(project, agent)
         if data.get("skills") is not None:
             specs = _skill_specs(data["skills"])
@@ -158,6 +164,56 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
                          "params": agent.params})
     commit(_taken(agent.name, project.name))
     return _view(project, agent)
+
+
+def agent_for_use(project_name: str, ref: str) -> dict[str, Any]:
+    """The agent's view with its secrets in clear: for calling its model, never an answer."""
+    view = get_agent(project_name, ref)
+    token = db.session.scalar(select(Agent.secrets).where(Agent.id == view["id"]))
+    taken = unseal(current_keyring(), token) or {}
+    for field, found in taken.items():
+        view[field] = put_secrets(view[field], found)
+    return view
+
+
+def _opened(agent: Agent) -> dict[str, Any]:
+    """The agent's params, model and data with their secrets in clear."""
+    taken = unseal(current_keyring(), agent.secrets) or {}
+    return {f: put_secrets(getattr(agent, f), taken[f]) if f in taken else getattr(agent, f)
+            for f in SECRET_FIELDS}
+
+
+def _seal(agent: Agent, clear: dict[str, Any]) -> None:
+    """Keep ``clear``'s fields on the agent with their secrets masked, the secrets encrypted
+    apart (422 when they are and no key is configured)."""
+    taken = {}
+    for field in SECRET_FIELDS:
+        masked, found = take_secrets(clear.get(field))
+        setattr(agent, field, masked if field != "params" else masked or {})
+        if found:
+            taken[field] = found
+    names = sorted({str(path[-1]) for found in taken.values() for path, _ in found})
+    agent.secrets = seal(taken, f"The agent '{agent.name}'", names) if taken else None
+
+
+def rotate_secrets() -> int:
+    """Encrypt every agent's secrets again with the newest key; how many agents. 400 when a
+    token opens with no key, nothing changed."""
+    keyring = current_keyring()
+    if keyring is None:
+        raise BadRequest("QUARRY_ENCRYPTION_KEY is not set: there is no key to rotate to",
+                         title="Encryption key not configured")
+    agents = db.session.scalars(select(Agent).where(Agent.secrets.is_not(None))).all()
+    for agent in agents:
+        try:
+            agent.secrets = keyring.rotate(agent.secrets)
+        except InvalidToken:
+            db.session.rollback()
+            raise BadRequest(f"The secrets of agent '{agent.name}' cannot be decrypted with "
+                             "any key of QUARRY_ENCRYPTION_KEY; nothing was changed",
+                             title="Encryption key not configured") from None
+    db.session.commit()
+    return len(agents)
 
 
 def delete_agent(project_name: str, ref: str) -> None:

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Any
 
 from flask import Flask, current_app
 
+from ..errors import BadRequest, Unprocessable
+
 EXTENSION_KEY = "quarry.keyring"
 
-__all__ = ["InvalidToken", "Keyring", "current_keyring", "init_keyring"]
+__all__ = ["InvalidToken", "Keyring", "current_keyring", "init_keyring", "seal", "unseal"]
 
 
 class InvalidToken(Exception):  # noqa: N818 - the name cryptography gives the same failure
@@ -93,3 +96,32 @@ def init_keyring(app: Flask) -> Keyring | None:
 
 def current_keyring() -> Keyring | None:
     return current_app.extensions.get(EXTENSION_KEY)
+
+
+def seal(secret: Any, holder: str, names: list[str]) -> str:
+    """``secret`` (JSON) encrypted with the newest key; 422 when no key is configured.
+
+    ``holder`` and ``names`` word the refusal: "The database has secret parameters
+    (password) but …"."""
+    keyring = current_keyring()
+    if keyring is None:
+        raise Unprocessable(f"{holder} has secret parameters ({', '.join(sorted(names))}) but "
+                            "QUARRY_ENCRYPTION_KEY is not set, so they could not be stored "
+                            "encrypted; the administrator must set QUARRY_ENCRYPTION_KEY (see "
+                            "the README)", title="Encryption key not configured")
+    return keyring.encrypt(json.dumps(secret))
+
+
+def unseal(keyring: Keyring | None, token: str | None) -> Any:
+    """What ``seal`` encrypted (None without a token); 400 when no key opens it."""
+    if not token:
+        return None
+    if keyring is None:
+        raise BadRequest("The stored credentials cannot be decrypted: QUARRY_ENCRYPTION_KEY "
+                         "is not set", title="Encryption key not configured")
+    try:
+        return json.loads(keyring.decrypt(token))
+    except InvalidToken:
+        raise BadRequest("The stored credentials cannot be decrypted with any key of "
+                         "QUARRY_ENCRYPTION_KEY (was the key that encrypted them removed?)",
+                         title="Encryption key not configured") from None

@@ -1,0 +1,90 @@
+"""secrets: agents' secrets encrypted apart; statement texts kept masked
+
+Revision ID: 0013_secrets_masked
+Revises: 0012_running_legs
+Create Date: 2026-11-27 10:00:00
+
+Agents get a ``secrets`` column (a Fernet token under QUARRY_ENCRYPTION_KEY): the secrets
+their params, model and data held in clear move there, the mask taking their place. Without
+a key at migration time they cannot be kept encrypted, so they are removed (each agent named
+in a warning: give it its key again, or set QUARRY_LLM_API_KEY), never kept in clear.
+
+The statements of the audit log, of the statement histories and of the running statements
+are masked as new ones are (``app/mindsdb/masking.py``), and so are the histories' error
+messages. Only texts that may name a secret are read back and rewritten.
+"""
+import json
+import logging
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0013_secrets_masked"
+down_revision = "0012_running_legs"
+branch_labels = None
+depends_on = None
+
+log = logging.getLogger("alembic.runtime.migration")
+
+
+def upgrade():
+    with op.batch_alter_table("agents") as batch:
+        batch.add_column(sa.Column("secrets", sa.Text(), nullable=True))
+    conn = op.get_bind()
+    _seal_agents(conn)
+    _mask_statements(conn)
+
+
+def _seal_agents(conn):
+    from app.rules.secrets import take_secrets
+    from app.services.credentials import current_keyring
+
+    keyring = current_keyring()
+    agents = sa.table("agents", sa.column("id"), sa.column("name"), sa.column("params", sa.JSON),
+                      sa.column("model", sa.JSON), sa.column("data", sa.JSON),
+                      sa.column("secrets"))
+    for row in conn.execute(sa.select(agents)).all():
+        masked, taken = {}, {}
+        for field in ("params", "model", "data"):
+            masked[field], found = take_secrets(getattr(row, field))
+            if found:
+                taken[field] = found
+        if not taken:
+            continue
+        if keyring is None:
+            log.warning("agent %s had secrets in clear and QUARRY_ENCRYPTION_KEY is not set: "
+                        "they were removed; give the agent its key again", row.name)
+            token = None
+        else:
+            token = keyring.encrypt(json.dumps(taken))
+        conn.execute(agents.update().where(agents.c.id == row.id)
+                     .values(**masked, secrets=token))
+
+
+def _mask_statements(conn):
+    from app.mindsdb.masking import mask_statement
+    from app.rules.secrets import SECRET_MARKERS
+
+    for table, columns in (("audit", ("statement",)),
+                           ("console_history", ("statement", "error_message")),
+                           ("running_queries", ("statement",))):
+        rows = sa.table(table, sa.column("id"), *(sa.column(c) for c in columns))
+        # Only rows that may name a secret are read back.
+        maybe = sa.or_(*(sa.func.lower(rows.c[c]).contains(marker)
+                         for c in columns for marker in SECRET_MARKERS))
+        for row in conn.execute(sa.select(rows).where(maybe)).all():
+            if row.statement is None:
+                continue
+            masked = mask_statement(row.statement)
+            values = {"statement": masked.text}
+            if "error_message" in columns and row.error_message is not None:
+                values["error_message"] = masked.scrub(row.error_message)
+            if any(getattr(row, c) != v for c, v in values.items()):
+                conn.execute(rows.update().where(rows.c.id == row.id).values(**values))
+
+
+def downgrade():
+    # The masked texts stay masked, and the encrypted secrets go with their column: there is
+    # no copy in clear to put back.
+    with op.batch_alter_table("agents") as batch:
+        batch.drop_column("secrets")
