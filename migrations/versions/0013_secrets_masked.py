@@ -54,11 +54,20 @@ def _seal_agents(conn):
         if keyring is None:
             log.warning("agent %s had secrets in clear and QUARRY_ENCRYPTION_KEY is not set: "
                         "they were removed; give the agent its key again", row.name)
+            for field, found in taken.items():
+                for path, _ in found:
+                    _remove(masked[field], path)
             token = None
         else:
             token = keyring.encrypt(json.dumps(taken))
         conn.execute(agents.update().where(agents.c.id == row.id)
                      .values(**masked, secrets=token))
+
+
+def _remove(value, path):
+    for step in path[:-1]:
+        value = value[step]
+    del value[path[-1]]
 
 
 def _mask_statements(conn):
