@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 from typing import Any
 
 from flask import Flask, current_app
@@ -22,7 +23,11 @@ from ..errors import BadRequest, Unprocessable
 
 EXTENSION_KEY = "quarry.keyring"
 
-__all__ = ["InvalidToken", "Keyring", "current_keyring", "init_keyring", "seal", "unseal"]
+__all__ = ["InvalidToken", "Keyring", "current_keyring", "init_keyring", "instance_key", "seal",
+           "unseal"]
+
+# The key the embedded default (the SQLite store in the instance folder) makes for itself.
+INSTANCE_KEY_FILE = "encryption.key"
 
 
 class InvalidToken(Exception):  # noqa: N818 - the name cryptography gives the same failure
@@ -86,6 +91,35 @@ def keyring_from(setting: Any) -> Keyring | None:
                                "(32 bytes, url-safe base64); make one with Fernet."
                                "generate_key()")
     return Keyring(keys)
+
+
+def instance_key(folder: str) -> str:
+    """The key kept in ``folder`` (``encryption.key``, mode 0600), made on first use.
+
+    Several workers may start at once: each writes a key of its own to a private file and
+    links it to the name, which only the first link gets; every one then reads the file,
+    so all use the winner's key. The file appears whole or not at all.
+    """
+    path = os.path.join(folder, INSTANCE_KEY_FILE)
+    if not os.path.exists(path):
+        # A Fernet key: 32 random bytes in url-safe base64 (no need to import cryptography).
+        key = base64.urlsafe_b64encode(os.urandom(32))
+        draft = f"{path}.{os.getpid()}.{os.urandom(4).hex()}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, key + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass  # another worker's key won
+        finally:
+            os.unlink(draft)
+    with open(path, encoding="ascii") as file:
+        return file.read().strip()
 
 
 def init_keyring(app: Flask) -> Keyring | None:
