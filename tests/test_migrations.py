@@ -73,6 +73,10 @@ def _rows_of_0012(app, llm_url: str) -> None:
             project_id=project, name="old", name_key="old", created_at=utcnow(),
             updated_at=utcnow(), params={"openai_api_key": OLD_API_KEY, "max_tokens": 9},
             model={"base_url": llm_url, "model_name": "m_old"}))
+        conn.execute(tables["skills"].insert().values(
+            project_id=project, name="olds", name_key="olds", type="retrieval",
+            created_at=utcnow(), updated_at=utcnow(),
+            params={"source": "kb", "api_key": OLD_API_KEY + "-skill"}))
 
 
 def _store_text() -> str:

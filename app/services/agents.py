@@ -7,16 +7,16 @@ from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from ..errors import AgentNotFound, BadRequest, NameTaken, UnknownModel
+from ..errors import AgentNotFound, NameTaken, UnknownModel
 from ..extensions import db
 from ..rules.names import lookup_key, name_key, validate_name
 from ..rules.params import require_params_within
-from ..rules.secrets import keep_masked, merge, put_secrets, take_secrets
-from ..store import Agent, AgentSkill, MLModel, Project
+from ..rules.secrets import keep_masked, merge
+from ..store import Agent, AgentSkill, MLModel, Project, Skill
 from ..store.types import utcnow
 from . import audit
 from .common import commit, delete_or_gone, retried_on_race
-from .credentials import InvalidToken, current_keyring, seal, unseal
+from .credentials import opened_fields, rotate_tokens, seal_fields
 from .lookup import find_in_project, taken_or_gone, view_by_ref
 from .projects import get_project
 from .skills import skills_by_name
@@ -129,7 +129,8 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
     project = get_project(project_name, "write")
     agent = find_agent(project, ref)
     before = {"name": agent.name, "model_name": agent.model_name, "params": agent.params}
-    clear = _opened(agent)
+    # As stored (secrets masked): a mask sent back keeps its secret (``seal_fields``).
+    clear = {f: getattr(agent, f) for f in SECRET_FIELDS}
     with db.session.no_autoflush:
         if data.get("name") is not None:
             agent.name = validate_name("agent", data["name"])
@@ -170,50 +171,22 @@ def agent_for_use(project_name: str, ref: str) -> dict[str, Any]:
     """The agent's view with its secrets in clear: for calling its model, never an answer."""
     view = get_agent(project_name, ref)
     token = db.session.scalar(select(Agent.secrets).where(Agent.id == view["id"]))
-    taken = unseal(current_keyring(), token) or {}
-    for field, found in taken.items():
-        view[field] = put_secrets(view[field], found)
+    view.update(opened_fields({f: view[f] for f in SECRET_FIELDS}, token))
     return view
 
 
-def _opened(agent: Agent) -> dict[str, Any]:
-    """The agent's params, model and data with their secrets in clear."""
-    taken = unseal(current_keyring(), agent.secrets) or {}
-    return {f: put_secrets(getattr(agent, f), taken[f]) if f in taken else getattr(agent, f)
-            for f in SECRET_FIELDS}
-
-
 def _seal(agent: Agent, clear: dict[str, Any]) -> None:
-    """Keep ``clear``'s fields on the agent with their secrets masked, the secrets encrypted
-    apart (422 when they are and no key is configured)."""
-    taken = {}
-    for field in SECRET_FIELDS:
-        masked, found = take_secrets(clear.get(field))
-        setattr(agent, field, masked if field != "params" else masked or {})
-        if found:
-            taken[field] = found
-    names = sorted({str(path[-1]) for found in taken.values() for path, _ in found})
-    agent.secrets = seal(taken, f"The agent '{agent.name}'", names) if taken else None
+    seal_fields(agent, {**clear, "params": clear.get("params") or {}},
+                f"The agent '{agent.name}'")
 
 
 def rotate_secrets() -> int:
-    """Encrypt every agent's secrets again with the newest key; how many agents. 400 when a
-    token opens with no key, nothing changed."""
-    keyring = current_keyring()
-    if keyring is None:
-        raise BadRequest("QUARRY_ENCRYPTION_KEY is not set: there is no key to rotate to",
-                         title="Encryption key not configured")
-    agents = db.session.scalars(select(Agent).where(Agent.secrets.is_not(None))).all()
-    for agent in agents:
-        try:
-            agent.secrets = keyring.rotate(agent.secrets)
-        except InvalidToken:
-            db.session.rollback()
-            raise BadRequest(f"The secrets of agent '{agent.name}' cannot be decrypted with "
-                             "any key of QUARRY_ENCRYPTION_KEY; nothing was changed",
-                             title="Encryption key not configured") from None
+    """Encrypt every agent's and skill's secrets again with the newest key; how many."""
+    count = sum(rotate_tokens(db.session.scalars(select(kind).where(
+        kind.secrets.is_not(None))).all(), label) for kind, label in ((Agent, "agent"),
+                                                                      (Skill, "skill")))
     db.session.commit()
-    return len(agents)
+    return count
 
 
 def delete_agent(project_name: str, ref: str) -> None:

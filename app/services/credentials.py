@@ -20,11 +20,12 @@ from typing import Any
 from flask import Flask, current_app
 
 from ..errors import BadRequest, Unprocessable
+from ..rules.secrets import put_secrets, take_secrets
 
 EXTENSION_KEY = "quarry.keyring"
 
-__all__ = ["InvalidToken", "Keyring", "current_keyring", "init_keyring", "instance_key", "seal",
-           "unseal"]
+__all__ = ["InvalidToken", "Keyring", "current_keyring", "init_keyring", "instance_key",
+           "opened_fields", "rotate_tokens", "seal", "seal_fields", "unseal"]
 
 # The key the embedded default (the SQLite store in the instance folder) makes for itself.
 INSTANCE_KEY_FILE = "encryption.key"
@@ -159,3 +160,54 @@ def unseal(keyring: Keyring | None, token: str | None) -> Any:
         raise BadRequest("The stored credentials cannot be decrypted with any key of "
                          "QUARRY_ENCRYPTION_KEY (was the key that encrypted them removed?)",
                          title="Encryption key not configured") from None
+
+
+# --- records keeping their secrets apart (agents, skills) -------------------------------------
+# Their JSON fields hold the mask where a secret was (every read shows it, nothing to
+# decrypt); the record's ``secrets`` column is a token of {field: [[path, value], …]}.
+
+def seal_fields(record: Any, clear: dict[str, Any], holder: str) -> None:
+    """Set ``clear``'s fields on ``record`` with their secrets masked, and ``record.secrets``
+    to the token of those secrets (None when there are none; 422 when there are and no key
+    is configured).
+
+    A mask left in ``clear`` where the record kept a secret (a client sending back what it
+    read, at any depth) keeps that secret."""
+    kept = unseal(current_keyring(), record.secrets) or {} if record.secrets else {}
+    taken = {}
+    for field, value in clear.items():
+        if field in kept:
+            value = put_secrets(value, kept[field])
+        masked, found = take_secrets(value)
+        setattr(record, field, masked)
+        if found:
+            taken[field] = found
+    names = sorted({str(path[-1]) for found in taken.values() for path, _ in found})
+    record.secrets = seal(taken, holder, names) if taken else None
+
+
+def opened_fields(values: dict[str, Any], token: str | None) -> dict[str, Any]:
+    """``values`` (fields as stored, masked) with the secrets of ``token`` put back."""
+    taken = unseal(current_keyring(), token) or {}
+    return {field: put_secrets(value, taken[field]) if field in taken else value
+            for field, value in values.items()}
+
+
+def rotate_tokens(records: list[Any], label: str) -> int:
+    """Encrypt each record's ``secrets`` again with the newest key (the caller commits); how
+    many. 400 when no key is set, or when a token opens with none (nothing changed then)."""
+    keyring = current_keyring()
+    if keyring is None:
+        raise BadRequest("QUARRY_ENCRYPTION_KEY is not set: there is no key to rotate to",
+                         title="Encryption key not configured")
+    rotated = []
+    for record in records:
+        try:
+            rotated.append(keyring.rotate(record.secrets))
+        except InvalidToken:
+            raise BadRequest(f"The secrets of {label} '{record.name}' cannot be decrypted "
+                             "with any key of QUARRY_ENCRYPTION_KEY; nothing was changed",
+                             title="Encryption key not configured") from None
+    for record, token in zip(records, rotated, strict=True):
+        record.secrets = token
+    return len(records)

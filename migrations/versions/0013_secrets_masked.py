@@ -4,10 +4,11 @@ Revision ID: 0013_secrets_masked
 Revises: 0012_running_legs
 Create Date: 2026-11-27 10:00:00
 
-Agents get a ``secrets`` column (a Fernet token under QUARRY_ENCRYPTION_KEY): the secrets
-their params, model and data held in clear move there, the mask taking their place. Without
-a key at migration time they cannot be kept encrypted, so they are removed (each agent named
-in a warning: give it its key again, or set QUARRY_LLM_API_KEY), never kept in clear.
+Agents and skills get a ``secrets`` column (a Fernet token under QUARRY_ENCRYPTION_KEY): the
+secrets their params (an agent's model and data too) held in clear move there, the mask
+taking their place. Without a key at migration time they cannot be kept encrypted, so they
+are removed (each named in a warning: give it its key again; an agent may use
+QUARRY_LLM_API_KEY), never kept in clear.
 
 The statements of the audit log, of the statement histories and of the running statements
 are masked as new ones are (``app/mindsdb/masking.py``), and so are the histories' error
@@ -28,39 +29,40 @@ log = logging.getLogger("alembic.runtime.migration")
 
 
 def upgrade():
-    with op.batch_alter_table("agents") as batch:
-        batch.add_column(sa.Column("secrets", sa.Text(), nullable=True))
+    for table in ("agents", "skills"):
+        with op.batch_alter_table(table) as batch:
+            batch.add_column(sa.Column("secrets", sa.Text(), nullable=True))
     conn = op.get_bind()
-    _seal_agents(conn)
+    _seal(conn, "agents", ("params", "model", "data"))
+    _seal(conn, "skills", ("params",))
     _mask_statements(conn)
 
 
-def _seal_agents(conn):
+def _seal(conn, table, fields):
     from app.rules.secrets import take_secrets
     from app.services.credentials import current_keyring
 
     keyring = current_keyring()
-    agents = sa.table("agents", sa.column("id"), sa.column("name"), sa.column("params", sa.JSON),
-                      sa.column("model", sa.JSON), sa.column("data", sa.JSON),
-                      sa.column("secrets"))
-    for row in conn.execute(sa.select(agents)).all():
+    records = sa.table(table, sa.column("id"), sa.column("name"),
+                       *(sa.column(f, sa.JSON) for f in fields), sa.column("secrets"))
+    for row in conn.execute(sa.select(records)).all():
         masked, taken = {}, {}
-        for field in ("params", "model", "data"):
+        for field in fields:
             masked[field], found = take_secrets(getattr(row, field))
             if found:
                 taken[field] = found
         if not taken:
             continue
         if keyring is None:
-            log.warning("agent %s had secrets in clear and QUARRY_ENCRYPTION_KEY is not set: "
-                        "they were removed; give the agent its key again", row.name)
+            log.warning("%s %s had secrets in clear and QUARRY_ENCRYPTION_KEY is not set: "
+                        "they were removed; give it its key again", table[:-1], row.name)
             for field, found in taken.items():
                 for path, _ in found:
                     _remove(masked[field], path)
             token = None
         else:
             token = keyring.encrypt(json.dumps(taken))
-        conn.execute(agents.update().where(agents.c.id == row.id)
+        conn.execute(records.update().where(records.c.id == row.id)
                      .values(**masked, secrets=token))
 
 
@@ -95,5 +97,6 @@ def _mask_statements(conn):
 def downgrade():
     # The masked texts stay masked, and the encrypted secrets go with their column: there is
     # no copy in clear to put back.
-    with op.batch_alter_table("agents") as batch:
-        batch.drop_column("secrets")
+    for table in ("skills", "agents"):
+        with op.batch_alter_table(table) as batch:
+            batch.drop_column("secrets")

@@ -17,6 +17,7 @@ from tests.mcp.test_mcp_server import ScriptedModel, _say
 
 REST_KEY = "sk-rest-never-shown-7Hq"
 SQL_KEY = "sk-sql-never-shown-4Tz"
+SKILL_KEY = "sk-skill-never-shown-2Wd"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,8 @@ def _shown(client) -> str:
     """Everything the API shows about agents and statements."""
     parts = [client.get(path).get_data(as_text=True) for path in (
         "/api/projects/mindsdb/agents", "/api/projects/mindsdb/agents/a_rest",
-        "/api/projects/mindsdb/agents/a_sql", "/api/audit", "/api/console/history")]
+        "/api/projects/mindsdb/agents/a_sql", "/api/audit", "/api/console/history",
+        "/api/projects/mindsdb/skills/kb_skill")]
     parts.append(json.dumps(client.post("/api/sql/query", json={
         "query": "SELECT * FROM mindsdb.agents"}).get_json()))
     return "\n".join(parts)
@@ -63,13 +65,18 @@ def _make_agents(client, model) -> None:
         f"CREATE AGENT a_sql USING model = {{\"base_url\": \"{model.url}\", "
         f"\"model_name\": \"m_sql\"}}, openai_api_key = '{SQL_KEY}', temperature = 0.2")})
     assert answer.get_json()["type"] == "ok", answer.get_json()
+    skill = client.post("/api/projects/mindsdb/skills", json={"skill": {
+        "name": "kb_skill", "type": "retrieval",
+        "params": {"source": "kb", "embeddings": {"api_key": SKILL_KEY}}}})
+    assert skill.status_code == 201, skill.get_data(as_text=True)
+    assert skill.get_json()["params"]["embeddings"] == {"api_key": "********"}
 
 
 def test_an_agents_key_is_encrypted_never_shown_and_sent_to_its_model(app, client, model):
     _make_agents(client, model)
     stored = _store_text(app)
     shown = _shown(client)
-    for key in (REST_KEY, SQL_KEY):
+    for key in (REST_KEY, SQL_KEY, SKILL_KEY):
         assert key not in stored and key not in shown
     assert "openai_api_key" in shown and "********" in shown  # set, and masked
     assert _ask(client, model, "a_rest", "m_rest") == f"Bearer {REST_KEY}"
@@ -89,13 +96,26 @@ def test_an_agents_key_is_encrypted_never_shown_and_sent_to_its_model(app, clien
         "params": {"openai_api_key": None}}})
     assert _ask(client, model, "a_rest", "m_rest") is None
 
+    # A skill's secret, sent back masked, is kept (encrypted) too.
+    kept = client.put("/api/projects/mindsdb/skills/kb_skill", json={"skill": {
+        "params": {"source": "kb2", "embeddings": {"api_key": "********"}}}})
+    assert kept.status_code == 200 and kept.get_json()["params"]["source"] == "kb2"
+    with app.app_context():
+        from app.services.credentials import opened_fields
+        from app.store import Skill
+
+        skill = db.session.scalars(select(Skill)).one()
+        assert skill.secrets is not None and opened_fields(
+            {"params": skill.params}, skill.secrets)["params"]["embeddings"]["api_key"] \
+            == SKILL_KEY
+
 
 def test_rotating_the_key_keeps_the_agents_key(make_app, app, client, model):
     _make_agents(client, model)
     new_key = Fernet.generate_key().decode()
     both = make_app(ENCRYPTION_KEY=f"{new_key},{TEST_KEY}")
     result = both.test_cli_runner().invoke(args=["databases", "rotate-key"])
-    assert result.exit_code == 0 and "2 agent(s)" in result.output, result.output
+    assert result.exit_code == 0 and "3 agent(s) or skill(s)" in result.output, result.output
     only_new = make_app(ENCRYPTION_KEY=new_key).test_client()
     assert _ask(only_new, model, "a_sql", "m_sql") == f"Bearer {SQL_KEY}"
     only_old = make_app(ENCRYPTION_KEY=TEST_KEY).test_client()
