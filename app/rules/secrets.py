@@ -22,7 +22,8 @@ SECRET_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "
                           "apikey", "credential", "credentials"})
 SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key"),
                           ("secret", "key"), ("account", "key"), ("auth", "key"),
-                          ("master", "key"), ("session", "key")})
+                          ("master", "key"), ("session", "key"),
+                          ("service", "account")})  # a cloud service account's JSON key
 # Lower-case substrings one of which every secret name holds: a text without any of them
 # holds no secret name (a fast test before decoding or parsing it).
 SECRET_MARKERS = ("pass", "pwd", "secret", "token", "key", "credential")
