@@ -69,14 +69,17 @@ def _rows_of_0012(app, llm_url: str) -> None:
             id="q1", source="", statement=statement, response_format="json", host="h",
             pid=1, started_at=utcnow(), seen_at=utcnow(), rows_sent=0))
         project = conn.execute(text("SELECT id FROM projects WHERE name = 'mindsdb'")).scalar()
-        conn.execute(tables["agents"].insert().values(
+        agent = conn.execute(tables["agents"].insert().values(
             project_id=project, name="old", name_key="old", created_at=utcnow(),
             updated_at=utcnow(), params={"openai_api_key": OLD_API_KEY, "max_tokens": 9},
-            model={"base_url": llm_url, "model_name": "m_old"}))
-        conn.execute(tables["skills"].insert().values(
+            model={"base_url": llm_url, "model_name": "m_old"})).inserted_primary_key[0]
+        skill = conn.execute(tables["skills"].insert().values(
             project_id=project, name="olds", name_key="olds", type="retrieval",
             created_at=utcnow(), updated_at=utcnow(),
-            params={"source": "kb", "api_key": OLD_API_KEY + "-skill"}))
+            params={"source": "kb", "api_key": OLD_API_KEY + "-skill"})).inserted_primary_key[0]
+        conn.execute(tables["agent_skills"].insert().values(
+            agent_id=agent, skill_id=skill, position=0,
+            parameters={"api_key": OLD_API_KEY + "-link"}))
 
 
 def _store_text() -> str:

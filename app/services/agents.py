@@ -88,11 +88,17 @@ def _attach(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]
         skill = found[name_key(name)]
         if skill.id in linked:
             if parameters is not None:
-                linked[skill.id].parameters = parameters
+                _seal_link(linked[skill.id], parameters, agent)
             continue
-        link = AgentSkill(skill=skill, parameters=parameters, position=len(agent.skill_links))
+        link = AgentSkill(skill=skill, position=len(agent.skill_links))
+        _seal_link(link, parameters, agent)
         agent.skill_links.append(link)
         linked[skill.id] = link
+
+
+def _seal_link(link: AgentSkill, parameters: dict[str, Any] | None, agent: Agent) -> None:
+    """The parameters the agent gives a skill, their secrets encrypted as the agent's."""
+    seal_fields(link, {"parameters": parameters}, f"The agent '{agent.name}'")
 
 
 def _replace(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]) -> None:
@@ -101,7 +107,7 @@ def _replace(project: Project, agent: Agent, specs: list[tuple[str, dict | None]
     order = {found[name_key(name)].id: i for i, (name, _) in enumerate(specs)}
     agent.skill_links = [link for link in agent.skill_links if link.skill_id in order]
     for link in agent.skill_links:
-        link.parameters = None  # replaced: what the new list says, or nothing
+        link.parameters = link.secrets = None  # replaced: what the new list says, or nothing
     _attach(project, agent, specs)
     agent.skill_links.sort(key=lambda link: order[link.skill.id])
 
@@ -183,8 +189,8 @@ def _seal(agent: Agent, clear: dict[str, Any]) -> None:
 def rotate_secrets() -> int:
     """Encrypt every agent's and skill's secrets again with the newest key; how many."""
     count = sum(rotate_tokens(db.session.scalars(select(kind).where(
-        kind.secrets.is_not(None))).all(), label) for kind, label in ((Agent, "agent"),
-                                                                      (Skill, "skill")))
+        kind.secrets.is_not(None))).all(), label) for kind, label in (
+            (Agent, "agent"), (Skill, "skill"), (AgentSkill, "an agent's use of a skill")))
     db.session.commit()
     return count
 

@@ -205,8 +205,10 @@ def rotate_tokens(records: list[Any], label: str) -> int:
         try:
             rotated.append(keyring.rotate(record.secrets))
         except InvalidToken:
-            raise BadRequest(f"The secrets of {label} '{record.name}' cannot be decrypted "
-                             "with any key of QUARRY_ENCRYPTION_KEY; nothing was changed",
+            name = getattr(record, "name", None)
+            raise BadRequest(f"The secrets of {label}{f' {name!r}' if name else ''} cannot "
+                             "be decrypted with any key of QUARRY_ENCRYPTION_KEY; nothing was "
+                             "changed",
                              title="Encryption key not configured") from None
     for record, token in zip(records, rotated, strict=True):
         record.secrets = token

@@ -40,6 +40,7 @@ class AgentSkill(db.Model):
                                           primary_key=True, index=True)
     position: Mapped[int] = mapped_column(default=0)
     parameters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    secrets: Mapped[str | None] = mapped_column(Text)  # as the agent's (the mask in parameters)
 
     agent: Mapped[Agent] = relationship(back_populates="skill_links")
     skill: Mapped["Skill"] = relationship(back_populates="agent_links")  # noqa: F821

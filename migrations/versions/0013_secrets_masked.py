@@ -4,9 +4,9 @@ Revision ID: 0013_secrets_masked
 Revises: 0012_running_legs
 Create Date: 2026-11-27 10:00:00
 
-Agents and skills get a ``secrets`` column (a Fernet token under QUARRY_ENCRYPTION_KEY): the
-secrets their params (an agent's model and data too) held in clear move there, the mask
-taking their place. Without a key at migration time they cannot be kept encrypted, so they
+Agents, skills and agents' skill links get a ``secrets`` column (a Fernet token under
+QUARRY_ENCRYPTION_KEY): the secrets their params (an agent's model and data, a link's
+parameters) held in clear move there, the mask taking their place. Without a key at migration time they cannot be kept encrypted, so they
 are removed (each named in a warning: give it its key again; an agent may use
 QUARRY_LLM_API_KEY), never kept in clear.
 
@@ -29,23 +29,25 @@ log = logging.getLogger("alembic.runtime.migration")
 
 
 def upgrade():
-    for table in ("agents", "skills"):
+    for table in ("agents", "skills", "agent_skills"):
         with op.batch_alter_table(table) as batch:
             batch.add_column(sa.Column("secrets", sa.Text(), nullable=True))
     conn = op.get_bind()
-    _seal(conn, "agents", ("params", "model", "data"))
-    _seal(conn, "skills", ("params",))
+    _seal(conn, "agents", ("id",), ("params", "model", "data"))
+    _seal(conn, "skills", ("id",), ("params",))
+    _seal(conn, "agent_skills", ("agent_id", "skill_id"), ("parameters",))
     _mask_statements(conn)
 
 
-def _seal(conn, table, fields):
+def _seal(conn, table, keys, fields):
     from app.rules.secrets import take_secrets
     from app.services.credentials import current_keyring
 
     keyring = current_keyring()
-    records = sa.table(table, sa.column("id"), sa.column("name"),
+    records = sa.table(table, *(sa.column(k) for k in keys),
                        *(sa.column(f, sa.JSON) for f in fields), sa.column("secrets"))
     for row in conn.execute(sa.select(records)).all():
+        which = {k: getattr(row, k) for k in keys}
         masked, taken = {}, {}
         for field in fields:
             masked[field], found = take_secrets(getattr(row, field))
@@ -55,14 +57,14 @@ def _seal(conn, table, fields):
             continue
         if keyring is None:
             log.warning("%s %s had secrets in clear and QUARRY_ENCRYPTION_KEY is not set: "
-                        "they were removed; give it its key again", table[:-1], row.name)
+                        "they were removed; give it its key again", table, which)
             for field, found in taken.items():
                 for path, _ in found:
                     _remove(masked[field], path)
             token = None
         else:
             token = keyring.encrypt(json.dumps(taken))
-        conn.execute(records.update().where(records.c.id == row.id)
+        conn.execute(records.update().where(*(records.c[k] == v for k, v in which.items()))
                      .values(**masked, secrets=token))
 
 
@@ -97,6 +99,6 @@ def _mask_statements(conn):
 def downgrade():
     # The masked texts stay masked, and the encrypted secrets go with their column: there is
     # no copy in clear to put back.
-    for table in ("skills", "agents"):
+    for table in ("agent_skills", "skills", "agents"):
         with op.batch_alter_table(table) as batch:
             batch.drop_column("secrets")

@@ -18,6 +18,7 @@ from tests.mcp.test_mcp_server import ScriptedModel, _say
 REST_KEY = "sk-rest-never-shown-7Hq"
 SQL_KEY = "sk-sql-never-shown-4Tz"
 SKILL_KEY = "sk-skill-never-shown-2Wd"
+LINK_KEY = "tok-link-never-shown-8Pn"
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +56,14 @@ def _ask(client, model, agent: str, name: str) -> str | None:
 
 
 def _make_agents(client, model) -> None:
+    skill = client.post("/api/projects/mindsdb/skills", json={"skill": {
+        "name": "kb_skill", "type": "retrieval",
+        "params": {"source": "kb", "embeddings": {"api_key": SKILL_KEY}}}})
+    assert skill.status_code == 201, skill.get_data(as_text=True)
+    assert skill.get_json()["params"]["embeddings"] == {"api_key": "********"}
     made = client.post("/api/projects/mindsdb/agents", json={"agent": {
         "name": "a_rest", "model": {"base_url": model.url, "model_name": "m_rest"},
+        "skills": [{"name": "kb_skill", "parameters": {"search_token": LINK_KEY}}],
         "params": {"temperature": 0.1, "max_tokens": 50, "openai_api_key": REST_KEY}}})
     assert made.status_code == 201, made.get_data(as_text=True)
     assert made.get_json()["params"] == {"temperature": 0.1, "max_tokens": 50,
@@ -65,20 +72,17 @@ def _make_agents(client, model) -> None:
         f"CREATE AGENT a_sql USING model = {{\"base_url\": \"{model.url}\", "
         f"\"model_name\": \"m_sql\"}}, openai_api_key = '{SQL_KEY}', temperature = 0.2")})
     assert answer.get_json()["type"] == "ok", answer.get_json()
-    skill = client.post("/api/projects/mindsdb/skills", json={"skill": {
-        "name": "kb_skill", "type": "retrieval",
-        "params": {"source": "kb", "embeddings": {"api_key": SKILL_KEY}}}})
-    assert skill.status_code == 201, skill.get_data(as_text=True)
-    assert skill.get_json()["params"]["embeddings"] == {"api_key": "********"}
 
 
 def test_an_agents_key_is_encrypted_never_shown_and_sent_to_its_model(app, client, model):
     _make_agents(client, model)
     stored = _store_text(app)
     shown = _shown(client)
-    for key in (REST_KEY, SQL_KEY, SKILL_KEY):
+    for key in (REST_KEY, SQL_KEY, SKILL_KEY, LINK_KEY):
         assert key not in stored and key not in shown
-    assert "openai_api_key" in shown and "********" in shown  # set, and masked
+    assert "openai_api_key" in shown and "search_token" in shown  # set, and masked
+    assert client.get("/api/projects/mindsdb/agents/a_rest").get_json()[
+        "skills_extra_parameters"] == {"kb_skill": {"search_token": "********"}}
     assert _ask(client, model, "a_rest", "m_rest") == f"Bearer {REST_KEY}"
     assert _ask(client, model, "a_sql", "m_sql") == f"Bearer {SQL_KEY}"
 
@@ -115,7 +119,7 @@ def test_rotating_the_key_keeps_the_agents_key(make_app, app, client, model):
     new_key = Fernet.generate_key().decode()
     both = make_app(ENCRYPTION_KEY=f"{new_key},{TEST_KEY}")
     result = both.test_cli_runner().invoke(args=["databases", "rotate-key"])
-    assert result.exit_code == 0 and "3 agent(s) or skill(s)" in result.output, result.output
+    assert result.exit_code == 0 and "4 agent(s) or skill(s)" in result.output, result.output
     only_new = make_app(ENCRYPTION_KEY=new_key).test_client()
     assert _ask(only_new, model, "a_sql", "m_sql") == f"Bearer {SQL_KEY}"
     only_old = make_app(ENCRYPTION_KEY=TEST_KEY).test_client()
