@@ -29,6 +29,7 @@ from .mcp.completions import init_completions
 from .ops import init_ops
 from .security import init_auth
 from .services.audit import init_audit
+from .services.credentials import instance_key
 from .services.databases import init_databases
 from .services.files import file_tables, remove_stale_parts
 from .services.queries import init_queries
@@ -48,6 +49,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     settings.update(config or {})
     instance_path = os.path.abspath(settings["INSTANCE_PATH"] or "instance")
     os.makedirs(instance_path, exist_ok=True)
+    if not settings["ENCRYPTION_KEY"] and not settings["DATABASE_URL"]:
+        # The embedded default keeps its own key beside its store: passwords and API keys
+        # work out of the box. A deployment with a store of its own sets its key.
+        settings["ENCRYPTION_KEY"] = instance_key(instance_path)
 
     if not 1 <= settings["MAX_JSON_DEPTH"] <= MAX_JSON_DEPTH_CEILING:
         # Deeper documents would overflow the interpreter's stack in the code that walks

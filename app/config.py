@@ -64,8 +64,11 @@ SETTINGS: list[Setting] = [
             "built at start when missing"),
     Setting("ENCRYPTION_KEY", None, str,
             "Fernet keys (comma-separated, newest first) that encrypt the passwords of the "
-            "databases created at run time; without one, a database with a password is "
-            "refused. Make one: python -c 'from cryptography.fernet import Fernet; "
+            "databases created at run time and the API keys of agents and skills. Unset "
+            "with the embedded store (no DATABASE_URL): a key made on first start and kept "
+            "in the instance folder (encryption.key, mode 0600). Unset with another store: "
+            "a database with a password, or an agent with an API key, is refused. Make one: "
+            "python -c 'from cryptography.fernet import Fernet; "
             "print(Fernet.generate_key().decode())'"),
     Setting("SQLITE_ROOTS", None, str,
             "Folders (separated by ':') whose SQLite files CREATE DATABASE … ENGINE = "

@@ -4,6 +4,7 @@ import click
 from flask import Flask
 
 from .errors import QuarryError
+from .services import agents as agent_service
 from .services import databases as service
 
 
@@ -14,13 +15,16 @@ def register_databases_cli(app: Flask) -> None:
 
     @databases.command("rotate-key")
     def rotate_key() -> None:
-        """Encrypt every stored password again with the newest QUARRY_ENCRYPTION_KEY key.
+        """Encrypt every stored password (and agents' and skills' API keys) again with the
+        newest QUARRY_ENCRYPTION_KEY key.
 
         Put the new key first in QUARRY_ENCRYPTION_KEY (keep the old one after it), run
         this, then remove the old key.
         """
         try:
             count = service.rotate_key()
+            agents = agent_service.rotate_secrets()
         except QuarryError as exc:
             raise click.ClickException(exc.detail) from None
-        click.echo(f"{count} database(s) re-encrypted with the newest key")
+        click.echo(f"{count} database(s) and {agents} agent(s) or skill(s) re-encrypted with "
+                   "the newest key")

@@ -12,6 +12,7 @@ from flask import Flask, Response, g, has_request_context, request
 from flask.logging import default_handler
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from .rules.secrets import MASK, is_secret_key
 from .telemetry import current_metrics
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -25,17 +26,26 @@ _REDACTIONS = [
     (re.compile(r"\bq[st]_[A-Za-z0-9_-]{16,}"), "q*_********"),
     (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:bearer|basic)?\s*)[^\s\"',;]+"),
      r"\1********"),
-    (re.compile(r"(?i)((?:x-api-key|api_key|password|passwd|secret|token|cookie|session)"
-                r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}]+"), r"\1********"),
     (re.compile(r"(://[^:/@\s]+:)[^@\s]+@"), r"\1********@"),  # passwords in URLs
 ]
+# name = value, name: "value": masked when the name is secret (the one list of secret names,
+# ``rules.secrets``) or an HTTP header that carries a session.
+_NAMED_VALUE = re.compile(r"([A-Za-z0-9_.-]+)([\"']?\s*[:=]\s*[\"']?)([^\s\"',;}]+)")
+_SESSION_NAMES = ("cookie", "set-cookie", "session")
+
+
+def _named(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if name.lower() in _SESSION_NAMES or is_secret_key(name):
+        return match.group(1) + match.group(2) + MASK
+    return match.group(0)
 
 
 def redact(text: str) -> str:
     """The text with anything that looks like a secret masked."""
     for pattern, replacement in _REDACTIONS:
         text = pattern.sub(replacement, text)
-    return text
+    return _NAMED_VALUE.sub(_named, text)
 
 
 class RequestIdFilter(logging.Filter):

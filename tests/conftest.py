@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable, Iterator
 
 import pytest
+from cryptography.fernet import Fernet
 from flask import Flask
 from flask_migrate import upgrade
 from sqlalchemy import create_engine, event, text
@@ -28,6 +29,9 @@ PG_ADMIN_URL = os.environ.get("QUARRY_TEST_PG_URL",
 MARIADB_URL = os.environ.get("QUARRY_TEST_MARIADB_URL",
                              "mysql+pymysql://root@127.0.0.1:3306/test")
 STORES = ["sqlite", "postgresql"]
+# Every test app has an encryption key (as the default `make serve` makes one): agents' API
+# keys and databases' passwords are refused without one. A test about that sets it to None.
+TEST_KEY = Fernet.generate_key().decode()
 
 
 def _migrate(url: str, instance: str) -> None:
@@ -114,7 +118,8 @@ def make_app(store_url, session_dir) -> Iterator[Callable[..., Flask]]:
     apps: list[Flask] = []
 
     def build(**config) -> Flask:
-        settings = {"DATABASE_URL": store_url, "INSTANCE_PATH": session_dir, "TESTING": True}
+        settings = {"DATABASE_URL": store_url, "INSTANCE_PATH": session_dir, "TESTING": True,
+                    "ENCRYPTION_KEY": TEST_KEY}
         settings.update(config)
         app = create_app(settings)
         apps.append(app)

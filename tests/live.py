@@ -15,6 +15,8 @@ from pathlib import Path
 
 import requests
 
+from tests.conftest import TEST_KEY
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -26,8 +28,10 @@ def free_port() -> int:
 
 
 def quarry_env(**settings: str) -> dict[str, str]:
-    """This environment without any QUARRY_* of the caller's, plus ``settings``."""
+    """This environment without any QUARRY_* of the caller's, plus ``settings`` (and the
+    tests' encryption key, unless ``settings`` give another or "")."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
+    env["QUARRY_ENCRYPTION_KEY"] = TEST_KEY
     env.update(settings)
     return env
 

@@ -149,7 +149,7 @@ def steps(project: str, agent_name: str, messages: list[dict[str, Any]]
     answer ({"type": "answer", "answer", "statements"}). A missing agent (404) or endpoint
     (422) is raised here, before the first event, so that a stream starts only when it
     can run."""
-    view = agent_service.get_agent(project, agent_name)
+    view = agent_service.agent_for_use(project, agent_name)  # its API key in clear
     if not (messages[-1].get("question") or "").strip():
         raise Unprocessable("The last message must hold the question to answer: "
                             "{\"question\": \"…\", \"answer\": null}",

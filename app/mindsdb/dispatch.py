@@ -24,6 +24,7 @@ from ..sql.sources import unknown_source
 from ..sql.stream import TableStream, open_stream
 from ..telemetry import current_metrics
 from .context import Context
+from .masking import MaskedStatement, mask_statement
 from .router import service_statement
 from .views import expand as expand_views
 
@@ -35,12 +36,16 @@ log = logging.getLogger(__name__)
 
 def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | None,
                 *, timeout_s: float | None = None, statement: Statement | None = None,
-                stream: bool = False) -> dict[str, Any] | TableStream:
+                stream: bool = False, masked: MaskedStatement | None = None
+                ) -> dict[str, Any] | TableStream:
     """Run one statement; the response body of API.md §1 (type table / ok / error).
 
     With ``stream``, a data statement answers an open ``TableStream`` instead (the caller
     closes it). ``statement`` lets another thread cancel the data statement while it runs.
+    ``masked``: the statement as it is recorded and its errors are worded, secrets masked
+    (made here when not given).
     """
+    masked = masked or mask_statement(query)
     db = context_db or DEFAULT_PROJECT
     started = time.perf_counter()
     reached: list[str] = []  # the data source the statement ran on, once known
@@ -49,12 +54,14 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
         if answer is None:
             answer = _data_statement(query, db, params, timeout_s, statement, stream, reached)
     except SqlError as exc:
-        log.info("sql error %s: %s", exc.code, exc.message)
-        answer = error_body(exc, db)
+        # A message may quote the statement (a syntax error's token): never its secrets.
+        message = masked.scrub(exc.message)
+        log.info("sql error %s: %s", exc.code, message)
+        answer = error_body(SqlError(exc.code, message), db)
     source = reached[0] if reached else None
     if isinstance(answer, TableStream):
         return answer  # recorded before its first byte (record_stream_start) and as it ends
-    _account(query, answer, source, time.perf_counter() - started, db)
+    _account(masked.text, answer, source, time.perf_counter() - started, db)
     return answer
 
 

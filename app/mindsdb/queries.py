@@ -19,6 +19,7 @@ from ..sql.formats import arrow_stream, csv_stream, jsonlines, sse
 from ..sql.running import Statement
 from ..sql.stream import TableStream
 from .dispatch import account_stream, error_body, execute_sql, record_stream_start
+from .masking import mask_statement
 
 # SELECT query_cancel('<id>') (MindsDB's function), alone in its statement.
 _CANCEL_CALL = re.compile(r"\s*select\s+query_cancel\s*\(\s*(['\"]?)([A-Za-z0-9_-]{1,64})\1"
@@ -34,7 +35,7 @@ class Answer:
                  query: str = "", record_id: int | None = None) -> None:
         self.statement = statement
         self.record_id = record_id  # a stream's audit record, completed as it ends
-        self.query = query  # as the caller wrote it (the statement keeps the gated text)
+        self.query = query  # as the caller wrote it, masked (the statement keeps the gated text)
         self.body = body
         self.stream = stream
         self.context = context or {}
@@ -48,7 +49,8 @@ def run_query(query: str, context_db: str | None, params: dict[str, Any] | None,
               timeout_s: float | None, response_format: str, user: str | None,
               client_gone: Callable[[], bool] | None = None) -> Answer:
     """Run one statement; a streamed format gets an open stream for a table result."""
-    statement = Statement(new_query_id(), sql=query, response_format=response_format,
+    masked = mask_statement(query)  # what is kept and shown of it: never a secret in clear
+    statement = Statement(new_query_id(), sql=masked.text, response_format=response_format,
                           user=user, streamed=response_format != "json")
     statement.client_gone = client_gone
     if (call := _CANCEL_CALL.fullmatch(query)) is not None:
@@ -58,10 +60,10 @@ def run_query(query: str, context_db: str | None, params: dict[str, Any] | None,
     streamed = False
     try:
         result = execute_sql(query, context_db, params, timeout_s=timeout_s,
-                             statement=statement, stream=statement.streamed)
+                             statement=statement, stream=statement.streamed, masked=masked)
         if isinstance(result, TableStream):
             try:
-                record_id = record_stream_start(query, result)
+                record_id = record_stream_start(masked.text, result)
             except BaseException:
                 result.close()  # no record, no stream
                 raise
@@ -69,7 +71,7 @@ def run_query(query: str, context_db: str | None, params: dict[str, Any] | None,
             streamed = True
             return Answer(statement, stream=result,
                           context={"db": result.source.name or context_db or DEFAULT_PROJECT},
-                          query=query, record_id=record_id)
+                          query=masked.text, record_id=record_id)
         return Answer(statement, result)
     finally:
         if not streamed:

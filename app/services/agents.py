@@ -12,10 +12,11 @@ from ..extensions import db
 from ..rules.names import lookup_key, name_key, validate_name
 from ..rules.params import require_params_within
 from ..rules.secrets import keep_masked, merge
-from ..store import Agent, AgentSkill, MLModel, Project
+from ..store import Agent, AgentSkill, MLModel, Project, Skill
 from ..store.types import utcnow
 from . import audit
 from .common import commit, delete_or_gone, retried_on_race
+from .credentials import opened_fields, rotate_tokens, seal_fields
 from .lookup import find_in_project, taken_or_gone, view_by_ref
 from .projects import get_project
 from .skills import skills_by_name
@@ -24,6 +25,8 @@ from .views import agent_query, agent_views
 # Fields copied as they come; None means "leave as it was" on update (clients send every field).
 SCALAR_FIELDS = ("model_name", "provider", "prompt_template")
 DICT_FIELDS = ("model", "data")
+# The fields whose secrets are kept encrypted in ``Agent.secrets`` (the mask in their place).
+SECRET_FIELDS = ("params", *DICT_FIELDS)
 
 
 def _taken(name: str, project_name: str) -> Callable[[], NameTaken]:
@@ -85,11 +88,17 @@ def _attach(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]
         skill = found[name_key(name)]
         if skill.id in linked:
             if parameters is not None:
-                linked[skill.id].parameters = parameters
+                _seal_link(linked[skill.id], parameters, agent)
             continue
-        link = AgentSkill(skill=skill, parameters=parameters, position=len(agent.skill_links))
+        link = AgentSkill(skill=skill, position=len(agent.skill_links))
+        _seal_link(link, parameters, agent)
         agent.skill_links.append(link)
         linked[skill.id] = link
+
+
+def _seal_link(link: AgentSkill, parameters: dict[str, Any] | None, agent: Agent) -> None:
+    """The parameters the agent gives a skill, their secrets encrypted as the agent's."""
+    seal_fields(link, {"parameters": parameters}, f"The agent '{agent.name}'")
 
 
 def _replace(project: Project, agent: Agent, specs: list[tuple[str, dict | None]]) -> None:
@@ -98,7 +107,7 @@ def _replace(project: Project, agent: Agent, specs: list[tuple[str, dict | None]
     order = {found[name_key(name)].id: i for i, (name, _) in enumerate(specs)}
     agent.skill_links = [link for link in agent.skill_links if link.skill_id in order]
     for link in agent.skill_links:
-        link.parameters = None  # replaced: what the new list says, or nothing
+        link.parameters = link.secrets = None  # replaced: what the new list says, or nothing
     _attach(project, agent, specs)
     agent.skill_links.sort(key=lambda link: order[link.skill.id])
 
@@ -108,8 +117,9 @@ def create_agent(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     name = validate_name("agent", data["name"])
     params = data.get("params") or {}
     require_params_within(params, current_app.config["PARAMS_MAX_BYTES"], f"agent '{name}'")
-    agent = Agent(project_id=project.id, name=name, name_key=name_key(name), params=params,
-                  **{f: data.get(f) for f in SCALAR_FIELDS + DICT_FIELDS})
+    agent = Agent(project_id=project.id, name=name, name_key=name_key(name),
+                  **{f: data.get(f) for f in SCALAR_FIELDS})
+    _seal(agent, {"params": params, **{f: data.get(f) for f in DICT_FIELDS}})
     _check_model(project, agent)
     with db.session.no_autoflush:
         _attach(project, agent, _skill_specs(data.get("skills") or []))
@@ -125,6 +135,8 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
     project = get_project(project_name, "write")
     agent = find_agent(project, ref)
     before = {"name": agent.name, "model_name": agent.model_name, "params": agent.params}
+    # As stored (secrets masked): a mask sent back keeps its secret (``seal_fields``).
+    clear = {f: getattr(agent, f) for f in SECRET_FIELDS}
     with db.session.no_autoflush:
         if data.get("name") is not None:
             agent.name = validate_name("agent", data["name"])
@@ -133,12 +145,13 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
             if data.get(field) is not None:
                 setattr(agent, field, data[field])
         if data.get("params") is not None:
-            agent.params = merge(agent.params, data["params"])
-            require_params_within(agent.params, current_app.config["PARAMS_MAX_BYTES"],
+            clear["params"] = merge(clear["params"], data["params"])
+            require_params_within(clear["params"], current_app.config["PARAMS_MAX_BYTES"],
                                   f"agent '{agent.name}'")
         for field in DICT_FIELDS:
             if data.get(field) is not None:
-                setattr(agent, field, keep_masked(getattr(agent, field), data[field]))
+                clear[field] = keep_masked(clear[field], data[field])
+        _seal(agent, clear)
         _check_model(project, agent)
         if data.get("skills") is not None:
             specs = _skill_specs(data["skills"])
@@ -158,6 +171,28 @@ def update_agent(project_name: str, ref: str, data: dict[str, Any]) -> dict[str,
                          "params": agent.params})
     commit(_taken(agent.name, project.name))
     return _view(project, agent)
+
+
+def agent_for_use(project_name: str, ref: str) -> dict[str, Any]:
+    """The agent's view with its secrets in clear: for calling its model, never an answer."""
+    view = get_agent(project_name, ref)
+    token = db.session.scalar(select(Agent.secrets).where(Agent.id == view["id"]))
+    view.update(opened_fields({f: view[f] for f in SECRET_FIELDS}, token))
+    return view
+
+
+def _seal(agent: Agent, clear: dict[str, Any]) -> None:
+    seal_fields(agent, {**clear, "params": clear.get("params") or {}},
+                f"The agent '{agent.name}'")
+
+
+def rotate_secrets() -> int:
+    """Encrypt every agent's and skill's secrets again with the newest key; how many."""
+    count = sum(rotate_tokens(db.session.scalars(select(kind).where(
+        kind.secrets.is_not(None))).all(), label) for kind, label in (
+            (Agent, "agent"), (Skill, "skill"), (AgentSkill, "an agent's use of a skill")))
+    db.session.commit()
+    return count
 
 
 def delete_agent(project_name: str, ref: str) -> None:

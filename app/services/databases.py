@@ -13,7 +13,6 @@ DESCRIBE DATABASE) call these functions, so each rule lives here once:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -56,7 +55,14 @@ from ..sql.sources import DataSource, SourceRegistry, current_sources
 from ..store import DatabaseName, DataSourceRecord, MLModel, Project, Skill
 from . import access, audit, catalog
 from .common import commit
-from .credentials import InvalidToken, Keyring, current_keyring, init_keyring
+from .credentials import (
+    InvalidToken,
+    Keyring,
+    current_keyring,
+    init_keyring,
+    seal,
+    unseal,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,30 +152,11 @@ def _split(engine: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict[st
 
 
 def _encrypt(secret: dict[str, Any]) -> str | None:
-    if not secret:
-        return None
-    keyring = current_keyring()
-    if keyring is None:
-        raise Unprocessable("The database has a password (or another secret parameter: "
-                            f"{', '.join(sorted(secret))}) but QUARRY_ENCRYPTION_KEY is not "
-                            "set, so it could not be stored encrypted; the administrator must "
-                            "set QUARRY_ENCRYPTION_KEY (see the README)",
-                            title="Encryption key not configured")
-    return keyring.encrypt(json.dumps(secret))
+    return seal(secret, "The database", list(secret)) if secret else None
 
 
 def _decrypt(keyring: Keyring | None, token: str | None) -> dict[str, Any]:
-    if not token:
-        return {}
-    if keyring is None:
-        raise BadRequest("The stored credentials cannot be decrypted: QUARRY_ENCRYPTION_KEY "
-                         "is not set", title="Encryption key not configured")
-    try:
-        return json.loads(keyring.decrypt(token))
-    except InvalidToken:
-        raise BadRequest("The stored credentials cannot be decrypted with any key of "
-                         "QUARRY_ENCRYPTION_KEY (was the key that encrypted them removed?)",
-                         title="Encryption key not configured") from None
+    return unseal(keyring, token) or {}
 
 
 def _shown(parameters: dict[str, Any], token: str | None) -> dict[str, Any]:

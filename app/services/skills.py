@@ -21,6 +21,7 @@ from ..rules.secrets import mask_json_text, merge
 from ..store import Agent, AgentSkill, Project, Skill
 from . import access, audit
 from .common import Raced, commit, delete_or_gone, retried_on_race
+from .credentials import seal_fields
 from .lookup import find_in_project, taken_or_gone
 from .projects import get_project
 from .views import skill_query, skill_statement, skill_views, views_of_skills
@@ -136,10 +137,11 @@ def create_skill(project_name: str, data: dict[str, Any]) -> dict[str, Any]:
     _check_size(name, params)
     _check_source(params)
     skill = Skill(project_id=project.id, name=name, name_key=name_key(name),
-                  type=data["type"], params=params)
+                  type=data["type"])
+    seal_fields(skill, {"params": params}, f"The skill '{name}'")
     db.session.add(skill)
     audit.record_change("skill", "create", f"{project.name}.{name}", None,
-                        {"type": data["type"], "params": params})
+                        {"type": data["type"], "params": skill.params})
     commit(taken_or_gone(project, _taken(name, project.name)))
     return _view(project, skill)
 
@@ -174,8 +176,9 @@ def put_skill(project_name: str, ref: str, data: dict[str, Any]
     if data.get("type") is not None:
         skill.type = data["type"]
     if data.get("params") is not None:
-        skill.params = merge(skill.params, data["params"])
-        _check_size(skill.name, skill.params)
+        params = merge(skill.params, data["params"])
+        _check_size(skill.name, params)
+        seal_fields(skill, {"params": params}, f"The skill '{skill.name}'")
     _check_params(skill.type, skill.params)
     _check_source(skill.params)
     audit.record_change("skill", "update", f"{project.name}.{skill.name}", before,

@@ -8,6 +8,10 @@ from .types import InProject, Versioned
 
 
 class Agent(InProject, Versioned, db.Model):
+    """An agent. Its secrets (an API key in ``params``, ``model`` or ``data``) are not in
+    those columns, which hold the mask in their place: they are in ``secrets``, a Fernet
+    token (``services/credentials.py``) of their paths and values."""
+
     __tablename__ = "agents"
     __table_args__ = (UniqueConstraint("project_id", "name_key"),
                       {"sqlite_autoincrement": True})
@@ -18,6 +22,7 @@ class Agent(InProject, Versioned, db.Model):
     model: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     data: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     prompt_template: Mapped[str | None] = mapped_column(Text)
+    secrets: Mapped[str | None] = mapped_column(Text)
 
     skill_links: Mapped[list["AgentSkill"]] = relationship(
         back_populates="agent", cascade="all, delete-orphan", passive_deletes=True,
@@ -35,6 +40,7 @@ class AgentSkill(db.Model):
                                           primary_key=True, index=True)
     position: Mapped[int] = mapped_column(default=0)
     parameters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    secrets: Mapped[str | None] = mapped_column(Text)  # as the agent's (the mask in parameters)
 
     agent: Mapped[Agent] = relationship(back_populates="skill_links")
     skill: Mapped["Skill"] = relationship(back_populates="agent_links")  # noqa: F821

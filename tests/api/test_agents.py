@@ -113,10 +113,13 @@ def test_put_keeps_null_fields_and_merges_params(client, p1):
     assert record["params"] == {"temperature": 0.5, "api_key": "********", "top_p": 1}
     assert [s["name"] for s in record["skills"]] == ["s1"]
     from app.extensions import db
+    from app.services.agents import agent_for_use
     from app.store import Agent
 
-    with client.application.app_context():
-        assert db.session.scalars(db.select(Agent)).one().params["api_key"] == "sk-1"
+    with client.application.test_request_context():
+        # Kept, encrypted: the row holds the mask, the agent's model is called with the key.
+        assert db.session.scalars(db.select(Agent)).one().params["api_key"] == "********"
+        assert agent_for_use("p1", "a1")["params"]["api_key"] == "sk-1"
 
 
 def test_put_skills_replace_add_and_remove(client, p1):

@@ -196,12 +196,15 @@ def test_secret_params_are_write_only(client, p1):
     client.put("/api/projects/p1/skills/s1",
                json={"skill": {"params": {"api_key": "********", "source": "kb2"}}})
     from app.extensions import db
+    from app.services.credentials import opened_fields
     from app.store import Skill
 
     with client.application.app_context():
         stored = db.session.scalars(db.select(Skill)).one()
-        assert stored.params["api_key"] == "sk-123"
-        assert stored.params["source"] == "kb2"
+        # Kept encrypted: the row holds the mask, its token the secrets.
+        assert stored.params["api_key"] == "********" and stored.params["source"] == "kb2"
+        assert opened_fields({"params": stored.params}, stored.secrets)["params"] == {
+            "source": "kb2", "api_key": "sk-123", "nested": {"db_password": "pw"}}
 
 
 def test_timestamps_are_iso_8601_utc_on_every_store(client, p1):

@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 import pytest
+import requests
 from cryptography.fernet import Fernet
 
 from tests.databases.conftest import (  # noqa: F401 - fixtures used below
@@ -36,12 +37,21 @@ def url(tmp_path_factory, session_dir):
     # The workers logged every request of this module: never a password.
     logs = "".join(p.read_text() for p in tmp.glob("*.log"))
     assert logs and MARIA_PASSWORD not in logs and PG_PASSWORD not in logs
+    # Nor the store, whose audit log and history keep the SDK's CREATE DATABASE, masked.
+    store = b"".join(p.read_bytes() for p in tmp.glob("store.db*"))
+    assert MARIA_PASSWORD.encode() not in store and PG_PASSWORD.encode() not in store
 
 
 def test_sdk_databases_postgres(url, pg_db):  # noqa: F811
     server = mindsdb_sdk.connect(url)
     created = server.create_database("sdk_pg", engine="postgres", connection_args=pg_db)
     assert created.name == "sdk_pg"
+    # The SDK sent CREATE DATABASE … PARAMETERS = {…"password": …}: recorded, masked.
+    audit = requests.get(url + "/api/audit", params={"kind": "sql"}, timeout=30).json()
+    statement = audit["records"][0]["statement"]
+    assert "sdk_pg" in statement and "'password': '********'" in statement, statement
+    history = requests.get(url + "/api/console/history", timeout=30).text
+    assert "sdk_pg" in history and PG_PASSWORD not in history + json.dumps(audit)
     # Two workers: whichever answers the very next request knows the new database.
     names = {d.name: d.engine for d in server.list_databases()}
     assert names == {"demo": "sqlite", "files": "files", "sdk_pg": "postgres"}

@@ -540,9 +540,10 @@ def test_an_agent_is_created_edited_and_deleted_with_its_secret_masked(
     assert edited["model_name"] == "gpt-4o-mini"
     assert edited["params"] == {"api_key": "********", "temperature": 0.2}
     with sqlite3.connect(console_server["tmp"] / "store.db") as store:
-        (params,) = store.execute("SELECT params FROM agents WHERE name = 'console_agent'"
-                                  ).fetchone()
-    assert SECRET in params or "********" not in params  # kept (stored as given, or sealed)
+        params, sealed = store.execute("SELECT params, secrets FROM agents "
+                                       "WHERE name = 'console_agent'").fetchone()
+    # Kept, encrypted: the row holds the mask, its token the key.
+    assert SECRET not in params + sealed and '"********"' in params and sealed
     reference_shot(browser, "agents")
     # Delete, after the page asks.
     row = css(browser, "table[data-testid=agent-table] tr[data-name=console_agent]")
