@@ -232,8 +232,12 @@ def summary(name: str, rows: int, problem: str, runs: list[dict[str, object]]) -
             f"| {mean['boosting']:.3f} | {mean['best']:.3f} "
             f"| {mean['quarry'] / mean['linear']:.2f} | {mean['quarry'] / mean['boosting']:.2f} "
             f"| {sum(r['within_1se'] for r in runs)} / {len(runs)} | {picks} | {figure} "
-            f"| {runs[0]['folds']} × {runs[0]['repeats']} "
+            f"| {runs[0]['folds']} × {_span([r['repeats'] for r in runs])} "
             f"| {max(r['seconds'] / r['budget_s'] for r in runs):.2f} |")
+
+
+def _span(values: list[int]) -> str:
+    return f"{min(values)}" if min(values) == max(values) else f"{min(values)}-{max(values)}"
 
 
 HEAD = ("| table | rows | Quarry | linear | boosting | best of the two | Q / linear "
