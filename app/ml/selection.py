@@ -5,7 +5,9 @@ the luck of a split. Each row is scored by a model that never saw it; those out-
 predictions are kept for the chosen candidate, because calibration, prediction intervals and
 importances are all measured on them. Settings of one family
 (regularisation strength, tree size) are compared by successive halving: all of them on the
-first folds, only the leader on the rest.
+first folds, only the leader on the rest. Below REPEAT_ROWS rows the k-fold is repeated on
+new partitions for the finalists, while time is left, and the kept candidate is the
+simplest whose mean is within one standard error of the best (``Search._choose``).
 
 The search keeps to a deadline, keeping back the time the leader's refit on all rows will
 take. Candidates are tried cheap and strong first (gradient boosting, then the linear
@@ -57,10 +59,10 @@ PROBE_SHARE = 0.1
 REDUCE_AT_LEAST = 0.5
 # Below this many rows the k-fold is repeated on new partitions, until every candidate's
 # mean rests on about this many out-of-fold predictions (MAX_REPEATS at most): a fold of
-# 93 rows holds 19, whose R² moves by ±0.2 with the partition alone, so one 5-fold mean
-# ranks candidates by the luck of the partition. At 300 rows a fold holds 60 and one
-# partition's luck is small next to the standard error the choice allows for below; the
-# repeats' fits also cost little there (a fit on a few hundred rows is tens of ms).
+# 93 rows holds 19, and Cars93's fold R² spread by 0.1-0.2 from one fold to the next, so one
+# 5-fold mean ranks candidates by the luck of the partition. At 300 rows a fold holds 60,
+# one partition's luck is small next to the standard error the choice allows for, and the
+# repeats would cost more (a fit on a few dozen rows takes milliseconds on an idle core).
 REPEAT_ROWS = 300
 MAX_REPEATS = 5
 # A fold's prepared rows (training and held out) are kept for the next candidates up to
