@@ -211,16 +211,20 @@ class ScoreInterval:
 
 
 def score_interval(problem: str, fold_scores: list[float], truth: np.ndarray,
-                   predicted: np.ndarray, sample_rows: int, random_state: int) -> ScoreInterval:
+                   predicted: np.ndarray, sample_rows: int, random_state: int,
+                   folds: int | None = None) -> ScoreInterval:
     """A prediction interval for the score of one new sample of ``sample_rows`` rows.
 
     The mean of k fold scores has the spread s/sqrt(k); a new sample's score has its own, s,
     on top: mean +- q x s x sqrt(1 + 1/k), with Student's t for q as s comes from k scores.
+    With repeated k-fold, k is ``folds``, the folds of one partition, not every score: the
+    partitions reuse the same rows, so their scores are not that many new samples (s is
+    still taken from all of them).
     Five fold scores can agree by luck (or one hold-out gives no spread at all), so s is at
     least the bootstrap standard deviation of the score of ``sample_rows`` out-of-fold
     predictions drawn with replacement: the variation a test sample of that size brings.
     """
-    k = len(fold_scores)
+    k = min(len(fold_scores), folds or len(fold_scores))
     mean = float(np.mean(fold_scores))
     rng = np.random.default_rng(random_state + 2)
     if problem == "classification":
@@ -229,7 +233,7 @@ def score_interval(problem: str, fold_scores: list[float], truth: np.ndarray,
         truth, predicted = codes[:len(truth)], codes[len(truth):]
     draws = [rng.integers(0, len(truth), sample_rows) for _ in range(SCORE_BOOTSTRAP_DRAWS)]
     boot = float(np.std([score(problem, truth[d], predicted[d]) for d in draws], ddof=1))
-    fold_std = float(np.std(fold_scores, ddof=1)) if k > 1 else None
+    fold_std = float(np.std(fold_scores, ddof=1)) if len(fold_scores) > 1 else None
     spread = max(fold_std or 0.0, boot)
     if k > 1:
         quantile = float(stats.t.ppf((1 + SCORE_LEVEL) / 2, k - 1))

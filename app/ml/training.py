@@ -41,7 +41,7 @@ from .measures import (
     score_interval,
 )
 from .names import find_column
-from .selection import FOLDS, Folds, Run, Search, candidates, make_folds
+from .selection import FOLDS, Folds, Run, Search, candidates, label, make_folds
 from .threads import joblib_backend, one_native_thread
 
 ARTIFACT_FORMAT = 1
@@ -126,6 +126,7 @@ class _Measures:
     score_interval: ScoreInterval
     budget_s: float
     search_s: float
+    choice: dict[str, Any]
     training_s: float = 0.0
 
 
@@ -189,9 +190,10 @@ def _measure(used: list[ColumnInfo], X: pd.DataFrame, goal: _Target,  # noqa: N8
                                      - search.refit_reserve())), random_state)
     spread = score_interval(goal.problem, best.scores, y[scored],
                             search.predicted(best.oof[scored]),
-                            round(len(scored) / len(folds.tests)), random_state)
+                            round(len(scored) / folds.per_repeat), random_state,
+                            folds.per_repeat)
     return _Measures(best, search.runs, folds, found, calibration, interval, spread, budget,
-                     search_s)
+                     search_s, search.choice)
 
 
 def _fit(pipeline: Pipeline, X: pd.DataFrame, y: np.ndarray) -> Pipeline:  # noqa: N803
@@ -276,6 +278,7 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
     rows, scored = m.folds.rows, len(m.folds.scored)
     # One hold-out has no fold spread: the bootstrap spread of its score stands in.
     std = float(scores.std()) if len(scores) > 1 else m.score_interval.bootstrap_std
+    se = m.best.standard_error(m.folds.test_share)
     info: dict[str, Any] = {
         "accuracies": {metric: round(m.best.mean, 4)},
         "column_importances": m.importances.share,
@@ -287,13 +290,25 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
         # Where a new sample's score is expected to fall (SCORE_LEVEL of the time).
         "accuracy_interval": {metric: [round(m.score_interval.low, 4),
                                        round(m.score_interval.high, 4)]},
-        "folds": len(m.folds.tests),
+        # The standard error of the mean (None for one hold-out, see evaluation.interval).
+        "accuracy_se": {metric: None if se is None else round(se, 4)},
+        "folds": m.folds.per_repeat,
+        "repeats": m.folds.repeats,
         "evaluation": {
             "method": m.folds.method,
             "metric": metric,
+            "mean": round(m.best.mean, 4),
+            "std": round(std, 4),
+            "standard_error": None if se is None else round(se, 4),
+            "standard_error_method": "s x sqrt(1/J + held-out rows / training rows of a "
+                                     "fold), s the standard deviation (n-1) of the J fold "
+                                     "scores (Nadeau and Bengio's correction: the folds "
+                                     "share rows)",
+            "folds": m.folds.per_repeat,
+            "repeats": m.folds.repeats,
             "fold_scores": [round(float(v), 4) for v in scores],
             "rows_scored": scored,
-            "interval": m.score_interval.describe(len(m.folds.tests)),
+            "interval": m.score_interval.describe(m.folds.per_repeat),
             "note": "every scored row was predicted by a model trained without it",
         },
         "final_model_rows": rows,
@@ -303,7 +318,7 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
         "time_budget_s": m.budget_s,
         "search_time_s": round(m.search_s, 3),
         "training_time_s": round(m.training_s, 3),
-        "search": _search_summary(m.runs),
+        "search": _search_summary(m.runs, m.choice),
         "ignored_columns": {c.name: c.reason for c in columns if not c.used},
     }
     if m.calibration is not None:
@@ -343,17 +358,19 @@ def _describe(fitted: Pipeline, goal: _Target, columns: list[ColumnInfo],
         # The values predictions answer, exactly as the training rows held them.
         "values": [_plain(v) for v in np.unique(goal.values)[:MAX_LISTED_VALUES]]
         if classes else None})
-    tried = [run.record(metric, run is m.best, len(m.folds.tests)) for run in m.runs]
+    tried = [run.record(metric, run is m.best, m.folds) for run in m.runs]
     return {"info": info, "features": features, "model": tried}
 
 
-def _search_summary(runs: list[Run]) -> dict[str, Any]:
-    """Which candidates ran (in the order tried), which were cut short or skipped, and why."""
+def _search_summary(runs: list[Run], choice: dict[str, Any]) -> dict[str, Any]:
+    """Which candidates ran (in the order tried), which were cut short or skipped, and why;
+    how the kept one was chosen."""
     def name(run: Run) -> str:
-        params = ", ".join(f"{k}={v}" for k, v in run.candidate.params.items() if v is not None)
-        return f"{run.candidate.family}({params})"
+        return label(run.candidate)
+
     return {
         "order": "cheap and strong first: gradient boosting, linear, random forest",
+        "choice": choice,
         "ran": [name(r) for r in runs if r.scores and not r.stopped and not r.error],
         "reduced": {name(r): r.reduced for r in runs if r.reduced},
         "stopped_or_skipped": {name(r): r.stopped for r in runs if r.stopped},

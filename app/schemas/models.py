@@ -169,9 +169,15 @@ class DescribeInfo(Schema):
     problem = fields.String(required=True, validate=validate.OneOf(("classification",
                                                                     "regression")))
     accuracy_std = fields.Dict(keys=fields.String(), values=fields.Float(), required=True)
+    accuracy_se = fields.Dict(keys=fields.String(), values=fields.Float(allow_none=True),
+                              metadata={"description": "Standard error of the "
+                                        "cross-validated mean (null for one hold-out)"})
     accuracy_interval = fields.Dict(keys=fields.String(), values=fields.List(fields.Float()),
                                     required=True)
-    folds = fields.Integer(required=True)
+    folds = fields.Integer(required=True, metadata={
+        "description": "Folds of one partition of the rows (1 for a hold-out)"})
+    repeats = fields.Integer(metadata={
+        "description": "Partitions the k-fold cross-validation ran on (1: not repeated)"})
     evaluation = JsonObject(required=True)
     final_model_rows = fields.Integer(required=True)
     final_model_note = fields.String(required=True)
@@ -214,11 +220,13 @@ class DescribeCandidate(Schema):
     name = fields.String(required=True)
     performance = fields.Float(required=True, allow_none=True)
     performance_std = fields.Float(allow_none=True)
+    performance_se = fields.Float(allow_none=True, metadata={
+        "description": "Standard error of performance (null below two folds scored)"})
     training_time = fields.Float(required=True, allow_none=True)
     selected = fields.Integer(required=True, validate=validate.OneOf((0, 1)))
     accuracy_functions = fields.List(fields.String(), required=True)
     folds_scored = fields.Integer()
-    folds = fields.Integer()
+    folds = fields.Integer(metadata={"description": "Folds to score: folds × repeats"})
     params = JsonObject()
     stopped = fields.String(allow_none=True, metadata={
         "description": "Why it did not run every fold (halving, time budget); null if it did"})

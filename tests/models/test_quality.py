@@ -109,11 +109,25 @@ def test_describe_reports_cross_validated_score_on_demo_tables(p1, table, target
     assert info["problem"] == problem and list(info["accuracies"]) == [metric]
     assert info["accuracies"][metric] == model["accuracy"]
     scores = info["evaluation"]["fold_scores"]
-    assert info["folds"] == len(scores) == 5
+    # Below 300 rows the 5-fold is repeated on new partitions, as time allows (iris, wine:
+    # up to two); the 442 and 569 rows of diabetes and breast_cancer are not.
+    repeats = info["repeats"]
+    assert info["folds"] == 5 and len(scores) == 5 * repeats
+    assert 1 <= repeats <= (2 if rows < 300 else 1)
+    assert info["evaluation"]["method"].endswith(
+        f"repeated {repeats} times on new partitions ({5 * repeats} folds)" if repeats > 1
+        else "5-fold cross-validation")
     assert info["accuracies"][metric] == pytest.approx(np.mean(scores), abs=1e-4)
     assert info["accuracy_std"][metric] == pytest.approx(np.std(scores), abs=1e-4)
-    # A 90 % interval for one new fold-sized sample's score: mean +- t(0.95, 4) s sqrt(1.2),
-    # s at least the fold scores' standard deviation (n-1); never past the metric's top of 1.
+    # The standard error of the mean, corrected for folds that share rows (Nadeau and
+    # Bengio): s sqrt(1/J + 1/4) over J scores, never the s/sqrt(J) that repeats would shrink.
+    held = -(-rows // 5)  # the first fold's held-out rows
+    se = np.std(scores, ddof=1) * math.sqrt(1 / len(scores) + held / (rows - held))
+    assert info["accuracy_se"][metric] == pytest.approx(se, abs=2e-4)
+    assert info["evaluation"]["standard_error"] == info["accuracy_se"][metric]
+    # A 90 % interval for one new fold-sized sample's score: mean +- t(0.95, 4) s sqrt(1.2)
+    # (k = the 5 folds of one partition: repeats reuse the rows), s at least the fold
+    # scores' standard deviation (n-1); never past the metric's top of 1.
     low, high = info["accuracy_interval"][metric]
     spread = info["evaluation"]["interval"]
     assert spread["level"] == 0.9 and spread["s"] >= np.std(scores, ddof=1) - 1e-4
@@ -133,8 +147,9 @@ def test_describe_reports_cross_validated_score_on_demo_tables(p1, table, target
     families = {c["name"] for c in candidates}
     assert len(families) >= 2  # the budget left room for more than the linear family
     for candidate in candidates:
-        assert {"params", "folds_scored", "folds", "performance_std"} <= set(candidate)
-        assert candidate["folds"] == 5
+        assert {"params", "folds_scored", "folds", "performance_std",
+                "performance_se"} <= set(candidate)
+        assert candidate["folds"] == 5 * repeats
 
 
 def test_confidence_is_calibrated_on_rows_the_model_never_saw(gen):
