@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,16 +37,30 @@ def quarry_env(**settings: str) -> dict[str, str]:
     return env
 
 
-def migrated_sqlite_env(directory, **settings: str) -> dict[str, str]:
-    """Settings of a Quarry on a new SQLite store in ``directory`` (migrated by ``flask db
-    upgrade``, as an operator would), one worker of four threads unless ``settings`` say
-    otherwise."""
+def migrated_sqlite_env(directory, template: str | None = None,
+                        **settings: str) -> dict[str, str]:
+    """Settings of a Quarry on a new SQLite store in ``directory``, one worker of four
+    threads unless ``settings`` say otherwise. The store is a copy of ``template`` (the
+    session's ``sqlite_template``) when given, else migrated by ``flask db upgrade``, as an
+    operator would."""
     env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{directory}/store.db",
                      QUARRY_INSTANCE_PATH=str(directory), QUARRY_WORKERS="1",
                      QUARRY_THREADS="4")
     env.update(settings)
-    flask(env, "db", "upgrade")
+    if template is not None:
+        sqlite_store(template, directory)
+    else:
+        flask(env, "db", "upgrade")
     return env
+
+
+def sqlite_store(template: str, directory) -> str:
+    """A new migrated SQLite store, ``directory``/store.db, copied from ``template`` (the
+    session's ``sqlite_template``, built by the migrations once): its URL. A server's
+    fixture spares a ``flask db upgrade`` (seconds of CPU: it imports the whole app);
+    tests/auth/test_gunicorn.py and the console's server still migrate as an operator."""
+    shutil.copy(template, f"{directory}/store.db")
+    return f"sqlite:///{directory}/store.db"
 
 
 def flask(env: dict[str, str], *args: str) -> str:

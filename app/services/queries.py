@@ -77,6 +77,7 @@ class RunningStatements:
         self._legs_written: dict[str, Any] = {}  # id -> the legs' state last written
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
 
     # -- in the request's thread -------------------------------------------------------------
 
@@ -144,10 +145,18 @@ class RunningStatements:
 
     # -- the watcher thread ------------------------------------------------------------------
 
+    def shutdown(self) -> None:
+        """Stop the watcher and wait for it: a poll under way holds a store connection, which
+        must be back in the pool before the pool is closed (the app's teardown)."""
+        self._stop.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=10)
+
     def _watch(self) -> None:
         last_refresh = 0.0
-        while True:
-            time.sleep(POLL_S)
+        while not self._stop.wait(POLL_S):
             with self._lock:
                 if not self._items:
                     self._thread = None

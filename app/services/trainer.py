@@ -161,12 +161,16 @@ class Trainer:
                 log.warning("trainer heartbeat failed", exc_info=True)
 
     def shutdown(self) -> None:
-        """Stop the heartbeat, drop queued jobs and wait for the running ones."""
+        """Stop the heartbeat, drop queued jobs and wait for the running ones (and for a beat
+        under way: its store connection goes back to the pool before the pool is closed)."""
         self._stop.set()
         with self._lock:
             pool, self._pool = self._pool, None
+            heart = self._heart
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        if heart is not None:
+            heart.join(timeout=10)
 
 
 def recover_orphans(models: list[MLModel] | None = None) -> int:

@@ -10,7 +10,7 @@ import requests
 
 from app.rules.params import params_size
 from tests.helpers import assert_problem, skill_body
-from tests.live import flask, quarry_env, serving
+from tests.live import quarry_env, serving, sqlite_store
 
 PARAMS_LIMIT = 64 * 1024  # the default QUARRY_PARAMS_MAX_BYTES
 BODY_LIMIT = 1024 * 1024  # the default QUARRY_MAX_BODY_BYTES
@@ -115,12 +115,11 @@ def test_data_body_limit_is_a_setting(make_app):
 # --- through gunicorn ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory, session_dir):
+def live(tmp_path_factory, session_dir, sqlite_template):
     tmp = tmp_path_factory.mktemp("limits")
-    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp),
                      QUARRY_DEMO_PATH=f"{session_dir}/demo.db", QUARRY_INSTANCE_PATH=str(tmp),
                      QUARRY_WORKERS="1", QUARRY_THREADS="2", QUARRY_PRELOAD_ML="false")
-    flask(env, "db", "upgrade")
     with serving(env, tmp) as server:
         assert requests.post(server.url + "/api/projects", json={"name": "p1"},
                              timeout=10).status_code == 201

@@ -11,7 +11,7 @@ import requests
 from app.services import auth as auth_service
 from tests.auth.conftest import PASSWORD, sign_in
 from tests.helpers import assert_problem
-from tests.live import flask, quarry_env, serving
+from tests.live import quarry_env, serving
 
 ELSEWHERE = {"REMOTE_ADDR": "10.1.2.3"}
 
@@ -107,7 +107,6 @@ def test_metrics_add_up_every_gunicorn_worker(store_url, tmp_path, session_dir):
     env = quarry_env(QUARRY_DATABASE_URL=store_url, QUARRY_INSTANCE_PATH=str(tmp_path),
                      QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
                      QUARRY_WORKERS="3", QUARRY_THREADS="2", PROMETHEUS_MULTIPROC_DIR=str(shared))
-    flask(env, "db", "upgrade")
     with serving(env, tmp_path / "logs") as server:
         count = 40
         for _ in range(count):

@@ -18,10 +18,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory, session_dir):
+def url(tmp_path_factory, session_dir, sqlite_template):
     """Quarry under gunicorn on a free port, with a migrated temporary SQLite store."""
     tmp = tmp_path_factory.mktemp("sdk")
-    env = migrated_sqlite_env(tmp, QUARRY_DEMO_PATH=f"{session_dir}/demo.db")
+    env = migrated_sqlite_env(tmp, sqlite_template, QUARRY_DEMO_PATH=f"{session_dir}/demo.db")
     with serving(env, tmp) as server:
         yield server.url
 
@@ -239,7 +239,7 @@ def test_objects_quarry_does_not_have_say_so(url):
 
 
 @pytest.fixture(scope="module")
-def ts_url(tmp_path_factory, session_dir):
+def ts_url(tmp_path_factory, session_dir, sqlite_template):
     """Quarry under gunicorn with a SQLite data source of two weekly-seasonal daily series."""
     import math
     import sqlite3
@@ -253,7 +253,7 @@ def ts_url(tmp_path_factory, session_dir):
         for s, site in enumerate(("a", "b")) for d in range(70)])
     conn.commit()
     conn.close()
-    env = migrated_sqlite_env(tmp, QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
+    env = migrated_sqlite_env(tmp, sqlite_template, QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
                               QUARRY_DATA_SOURCES=f'{{"tsdb": "sqlite:///{tmp}/ts.db"}}')
     with serving(env, tmp) as server:
         yield server.url

@@ -17,7 +17,7 @@ from tests.databases.conftest import (  # noqa: F401 - fixtures used below
     maria_db,
     pg_db,
 )
-from tests.live import flask, quarry_env, serving
+from tests.live import quarry_env, serving, sqlite_store
 
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
 
@@ -25,13 +25,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory, session_dir):
+def url(tmp_path_factory, session_dir, sqlite_template):
     tmp = tmp_path_factory.mktemp("sdk_databases")
-    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp),
                      QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="2", QUARRY_THREADS="4",
                      QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
                      QUARRY_ENCRYPTION_KEY=Fernet.generate_key().decode())
-    flask(env, "db", "upgrade")
     with serving(env, tmp) as server:
         yield server.url
     # The workers logged every request of this module: never a password.

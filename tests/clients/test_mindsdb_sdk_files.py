@@ -23,9 +23,9 @@ LIMIT = 200_000  # QUARRY_FILES_MAX_BYTES of this server
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, session_dir):
+def served(tmp_path_factory, session_dir, sqlite_template):
     tmp = tmp_path_factory.mktemp("sdk_files")
-    env = migrated_sqlite_env(tmp, QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
+    env = migrated_sqlite_env(tmp, sqlite_template, QUARRY_DEMO_PATH=f"{session_dir}/demo.db",
                               QUARRY_FILES_MAX_BYTES=str(LIMIT),
                               QUARRY_ENCRYPTION_KEY=Fernet.generate_key().decode())
     with serving(env, tmp) as server:

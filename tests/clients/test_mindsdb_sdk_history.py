@@ -11,7 +11,7 @@ import requests
 from app import create_app
 from app.config import load_settings
 from app.extensions import db
-from tests.live import flask, quarry_env, serving
+from tests.live import quarry_env, serving, sqlite_store
 
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
 
@@ -20,12 +20,11 @@ PASSWORD = "sdk history password"
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory):
+def url(tmp_path_factory, sqlite_template):
     tmp = tmp_path_factory.mktemp("sdk_history")
-    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp),
                      QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="2", QUARRY_THREADS="4",
                      QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY="sdk-history-" + "k" * 32)
-    flask(env, "db", "upgrade")
     app = create_app(load_settings(env))
     for user in ("carol", "dave"):
         made = app.test_cli_runner().invoke(args=["users", "create", user, "--admin"],

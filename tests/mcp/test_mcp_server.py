@@ -26,7 +26,7 @@ from app import create_app
 from app.config import load_settings
 from app.extensions import db
 from tests.conftest import PG_ADMIN_URL
-from tests.live import flask, quarry_env, serving
+from tests.live import quarry_env, serving, sqlite_store
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def _users(env: dict) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, sqlite_template):
     tmp = tmp_path_factory.mktemp("mcp")
     with _pg() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{PG_DB}" WITH (FORCE)')
@@ -82,14 +82,13 @@ def server(tmp_path_factory):
         cur.execute(f"CREATE TABLE {MARIA_TABLE} (secret VARCHAR(20))")
         cur.execute(f"INSERT INTO {MARIA_TABLE} VALUES ('hidden')")
     pg_url = PG_ADMIN_URL.replace("postgresql+psycopg://", "postgresql://").rsplit("/", 1)[0]
-    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/store.db",
+    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp),
                      QUARRY_INSTANCE_PATH=str(tmp), QUARRY_DEMO_SOURCE="true",
                      QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY="mcp-secret-" + "k" * 32,
                      QUARRY_WORKERS="2", QUARRY_THREADS="4", QUARRY_MCP_MAX_ROWS="10",
                      QUARRY_DATA_SOURCES=json.dumps({
                          "pg": f"{pg_url}/{PG_DB}",
                          "maria": "mysql+pymysql://root@127.0.0.1:3306/test"}))
-    flask(env, "db", "upgrade")
     tokens = _users(env)
     try:
         with serving(env, tmp) as live:
