@@ -188,6 +188,10 @@ class DescribeInfo(Schema):
     calibration = JsonObject(metadata={"description": "Classification only"})
     interval = JsonObject(metadata={"description": "Regression only"})
     rare_classes = JsonObject(metadata={"description": "Classes with fewer rows than folds"})
+    confusion_matrix = JsonObject(metadata={
+        "description": "Classification only: labels, matrix (rows actual, columns predicted)"})
+    residuals = JsonObject(metadata={
+        "description": "Regression only: the residual plot's points"})
 
 
 class DescribeFeature(Schema):
