@@ -23,8 +23,8 @@ def list_files():
     return service.list_files()
 
 
-# <file_name:…> (a path): a name such as ../x or a/b must reach the view, which refuses it (400), rather
-# than fall through to another route.
+# <file_name:…> (a path): a name such as ../x or a/b must reach the view, which refuses it
+# (400), rather than fall through to another route.
 @blp.route("/<file_name:name>", methods=["PUT"])
 @blp.arguments(FileArgs, location="query")
 @blp.response(200, FileOut)

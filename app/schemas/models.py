@@ -127,7 +127,8 @@ def _known_attribute(value: str) -> None:
 class DescribeArgs(InputSchema):
     attribute = fields.String(
         load_default=None, allow_none=True,
-        validate=_known_attribute, metadata={"pattern": ATTRIBUTE_REGEX})
+        validate=_known_attribute, metadata={
+            "pattern": ATTRIBUTE_REGEX, "maxLength": max(len(a) for a in ATTRIBUTES)})
 
 
 class ModelOut(Schema):
