@@ -197,8 +197,10 @@ class NameReserved(Conflict):
         self.name = name
 
 
-class FileExists(BadRequest):
-    """An upload to the name of a stored file without ?overwrite=true (400, as MindsDB)."""
+class FileExists(Conflict):
+    """An upload to the name of a stored file without ?overwrite=true: 409, the status of a
+    name in use (MindsDB answers 400, which the OpenAPI document keeps for a malformed
+    request)."""
 
     title = "File already exists"
 

@@ -28,7 +28,7 @@ def list_files():
 @blp.route("/<file_name:name>", methods=["PUT"])
 @blp.arguments(FileArgs, location="query")
 @blp.response(200, FileOut)
-@blp.problems(403, 413, 422)
+@blp.problems(403, 409, 413, 422)
 def upload_file(args, name):
     """Upload a file (multipart/form-data, part ``file``) as the table files.<name>."""
     return service.upload_file(name, lambda: _read_upload(args))

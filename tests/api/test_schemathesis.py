@@ -20,7 +20,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import jsonschema_rs  # schemathesis' own validator
 import pytest
 import schemathesis
 from schemathesis.engine import StopReason, events, from_schema
@@ -228,14 +227,3 @@ def test_schemathesis_run_reports_a_broken_promise(app):
     assert any("positive_data_acceptance" in failure for failure in run.failures), \
         run.summary()
 
-
-def test_the_document_refuses_what_schemathesis_called_valid(app):
-    """The exclusion in ``config`` is schemathesis' mistake, not the document's."""
-    client = app.test_client()
-    document = client.get("/api/openapi.json").get_json()
-    schema = {"$ref": "#/components/schemas/DatabasePut", "components": document["components"]}
-    body = {"database": {}, "engine": "prompt_template"}
-    assert not jsonschema_rs.validator_for(schema).is_valid(body)
-    assert jsonschema_rs.validator_for(schema).is_valid({"database": {}})
-    answer = client.put("/api/databases/demo", json=body)
-    assert answer.status_code == 400 and "engine" in answer.get_json()["errors"], answer.json

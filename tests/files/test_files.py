@@ -66,7 +66,7 @@ def test_upload_list_and_query_as_mindsdb_answers(client, files_dir):
 def test_an_existing_name_is_refused_and_overwrite_replaces_it(client):
     assert put(client, "rentals", RENTALS).status_code == 200
     again = put(client, "Rentals", b"a\n1\n")
-    problem = assert_problem(again, 400)
+    problem = assert_problem(again, 409)  # a name in use (issue 30 §5; MindsDB says 400)
     assert problem["detail"] == "File with name 'Rentals' already exists"
     assert sql(client, "SELECT count(*) AS n FROM files.rentals")["data"] == [[3]]
     replaced = put(client, "rentals", b"a;b\n1;x\n2;y\n", query="?overwrite=true")
@@ -299,7 +299,7 @@ def test_racing_uploads_of_one_new_name_store_one_file(make_app, files_dir):
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(statuses) == [200, 400, 400, 400]
+    assert sorted(statuses) == [200, 409, 409, 409]  # the name in use: 409
     client = app.test_client()
     assert [f["name"] for f in client.get("/api/files/").get_json()] == ["race"]
     assert len(sql(client, "SELECT who FROM files.race")["data"]) == 1
