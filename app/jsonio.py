@@ -11,7 +11,10 @@ reaching it or the store:
 - text the stores cannot hold: a NUL character (``\\u0000``; PostgreSQL refuses it in text
   and in jsonb) or a lone UTF-16 surrogate (``\\ud800``; not Unicode at all, so it cannot be
   encoded as UTF-8 for any store). Both can only arrive as ``\\u`` escapes, so a body
-  without such an escape is not inspected further.
+  without such an escape is not inspected further. Refused with 422, not 400: the body may
+  well have its documented shape (the OpenAPI document states the rule as a pattern, but a
+  client or a generator may not apply it to an object's keys); it holds a value the service
+  cannot keep.
 
 Writing: orjson for speed; encoding is most of the cost of a large answer (a list of 1 000
 skills). orjson refuses integers beyond 64 bits, which a client may well have stored in a
@@ -32,7 +35,7 @@ from typing import Any
 import orjson
 from flask.json.provider import DefaultJSONProvider
 
-from .errors import BadRequest
+from .errors import BadRequest, Unprocessable
 
 _NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
 _STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
@@ -192,13 +195,13 @@ def _check_text(value: Any, path: list[str]) -> None:
             _check_text(item, [*path, str(index)])
 
 
-def _bad_text(text: str, path: list[str], in_key: bool = False) -> BadRequest:
+def _bad_text(text: str, path: list[str], in_key: bool = False) -> Unprocessable:
     found = _BAD_CHARACTER.search(text).group()  # type: ignore[union-attr]
     what = ("a NUL character (\\u0000), which no store can hold in text" if found == "\x00"
             else f"a lone UTF-16 surrogate (\\u{ord(found):04x}), which is not Unicode text")
     field = ".".join(path) or "the request body"
     message = f"{'A key' if in_key else 'The text'} holds {what}."
-    return BadRequest(f"Invalid text in {field}: {message}", title="Invalid text",
+    return Unprocessable(f"Invalid text in {field}: {message}", title="Invalid text",
                       errors=_errors_at(path, message))
 
 

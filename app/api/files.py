@@ -23,9 +23,9 @@ def list_files():
     return service.list_files()
 
 
-# <path:…>: a name such as ../x or a/b must reach the view, which refuses it (400), rather
-# than fall through to another route.
-@blp.route("/<path:name>", methods=["PUT"])
+# <file_name:…> (a path): a name such as ../x or a/b must reach the view, which refuses it
+# (400), rather than fall through to another route.
+@blp.route("/<file_name:name>", methods=["PUT"])
 @blp.arguments(FileArgs, location="query")
 @blp.response(200, FileOut)
 @blp.problems(403, 409, 413, 422)
@@ -34,7 +34,7 @@ def upload_file(args, name):
     return service.upload_file(name, lambda: _read_upload(args))
 
 
-@blp.route("/<path:name>", methods=["DELETE"])
+@blp.route("/<file_name:name>", methods=["DELETE"])
 @blp.response(200)
 @blp.doc_response(200, {"type": "string", "enum": [""],
                         "description": "An empty string, as MindsDB answers"})

@@ -34,7 +34,7 @@ from apispec.ext.marshmallow.field_converter import FieldConverterMixin
 from flask import Flask
 from flask_smorest import Api
 from marshmallow import fields
-from werkzeug.routing import BaseConverter
+from werkzeug.routing import BaseConverter, PathConverter
 
 from ..errors import PROBLEM_JSON, from_http_exception
 from ..rules.names import SYSTEM_DATABASE
@@ -47,6 +47,7 @@ from ..schemas.common import (
     ProblemSchema,
 )
 from ..services.auth import USER_NAME
+from ..services.queries import QUERY_ID
 from ..sql.formats import MEDIA_TYPES
 
 METHODS = ("get", "put", "post", "delete", "patch")
@@ -95,12 +96,13 @@ class NameConverter(_DocumentedSegment):
 
 
 class RefConverter(_DocumentedSegment):
-    doc = {"type": "string", "pattern": REF_REGEX, "minLength": 1,
+    # An ID is at most 10 digits (MAX_ID); no name is longer than 63 characters.
+    doc = {"type": "string", "pattern": REF_REGEX, "minLength": 1, "maxLength": 63,
            "description": "A name, or an ID (all digits)"}
 
 
 class ModelRefConverter(_DocumentedSegment):
-    doc = {"type": "string", "pattern": MODEL_REF_REGEX, "minLength": 1,
+    doc = {"type": "string", "pattern": MODEL_REF_REGEX, "minLength": 1, "maxLength": 74,
            "description": "A model's name, or name.version for one version",
            "example": "iris_model"}
 
@@ -121,8 +123,24 @@ class UserConverter(_DocumentedSegment):
            "maxLength": 63, "description": "A user's name (flask auth create-user)"}
 
 
+class FileNameConverter(PathConverter):
+    """A file's name: every path reaches the view, which refuses a name that breaks the
+    naming rule (400) rather than letting it fall through to another route (or to a 404 no
+    PUT documents): ``../x``, ``a/b``, a line break."""
+
+    regex = "[^/](?s:.)*?"
+    doc = {"type": "string", "pattern": NAME_REGEX, "minLength": 1, "maxLength": 63,
+           "example": "rentals"}
+
+
+class QueryIdConverter(_DocumentedSegment):
+    doc = {"type": "string", "pattern": f"^{QUERY_ID.pattern}$", "minLength": 32,
+           "maxLength": 32, "description": "A running statement's query_id"}
+
+
 CONVERTERS = {"name": NameConverter, "ref": RefConverter, "model_ref": ModelRefConverter,
-              "database": DatabaseConverter, "user": UserConverter}
+              "database": DatabaseConverter, "user": UserConverter,
+              "file_name": FileNameConverter, "query_id": QueryIdConverter}
 
 
 def register_converters(app: Flask, api: Api) -> None:
@@ -156,6 +174,7 @@ def document(app: Flask, api: Api) -> None:
     _document_unprefixed(api)
     _document_common_problems(app, api)
     _document_sql_formats(api)
+    _document_upload(api)
     _document_text(api)
     _document_security(app, api)
     _document_links(app, api)
@@ -203,7 +222,8 @@ def _document_common_problems(app: Flask, api: Api) -> None:
             responses = operation.setdefault("responses", {})
             common = [503]
             if "requestBody" in operation:
-                common += [400, 413]
+                # 422: text no store can keep (a NUL character, app/jsonio.py), in any body.
+                common += [400, 413, 422]
             if auth_required and (path, method) not in public:
                 common += [401, 403]  # not signed in; a role or grant short of the route's
             elif method in UNSAFE_METHODS:
@@ -223,18 +243,43 @@ def _document_sql_formats(api: Api) -> None:
         content.setdefault(media_type, {})  # lines, events, CSV or Arrow: docs/sql.md
 
 
+def _document_upload(api: Api) -> None:
+    """PUT /api/files/{name} reads its multipart form itself, as it streams (app/api/files.py):
+    the form is not a schema's, so it is documented here. A form without the file part is
+    refused (400); the other fields MindsDB's clients send are read or ignored."""
+    operation = api.spec._paths.get("/api/files/{name}", {}).get("put")
+    if operation is None:
+        return
+    operation["requestBody"] = {"required": True, "content": {"multipart/form-data": {
+        "schema": {"type": "object", "required": ["file"], "properties": {
+            "file": {"type": "string", "format": "binary",
+                     "description": "CSV, TSV, JSON, Parquet or XLSX; the format is sniffed"},
+        }}}}}
+
+
 # Text a JSON body may hold (app/jsonio.py): no NUL character, in values and keys alike. The
-# pattern is stated on every string and every free-form object of the document, so that a
-# string with a NUL is what the document calls invalid, as the service does (400).
+# pattern is stated on every string and every free-form object a request body holds, so that
+# the document says what the service refuses (422: a value no store can keep; a generator
+# may not apply ``propertyNames`` to an object's keys, so the body may otherwise be of the
+# documented shape). Answers are not constrained: a problem's detail may quote the text.
 TEXT_PATTERN = "^[^\\u0000]*$"
 JSON_VALUE = "JsonValue"
 
 
 def _document_text(api: Api) -> None:
-    """State the text rule on every string schema (except those that already say exactly
-    what they take: a pattern, an enum, a format) and make free-form objects hold only
-    JSON values whose strings and keys follow it."""
+    """State the text rule on every string schema of a request body (except those that
+    already say exactly what they take: a pattern, an enum, a format) and make free-form
+    objects there hold only JSON values whose strings and keys follow it."""
     ref = {"$ref": f"#/components/schemas/{JSON_VALUE}"}
+    schemas = api.spec.components.schemas
+    bodies = [media.get("schema", {})
+              for item in api.spec._paths.values()
+              for method, operation in item.items() if method in METHODS
+              for media in operation.get("requestBody", {}).get("content", {}).values()]
+    for name in _referenced(bodies, schemas):
+        _text_rule(schemas[name], ref)
+    for schema in bodies:
+        _text_rule(schema, ref)
     api.spec.components.schema(JSON_VALUE, {
         "description": "Any JSON value; strings and keys hold no NUL character",
         "nullable": True,
@@ -246,15 +291,25 @@ def _document_text(api: Api) -> None:
             {"type": "object", "propertyNames": {"pattern": TEXT_PATTERN},
              "additionalProperties": ref},
         ]})
-    for name, schema in api.spec.components.schemas.items():
-        if name != JSON_VALUE:
-            _text_rule(schema, ref)
-    for item in api.spec._paths.values():
-        for method, operation in item.items():
-            if method not in METHODS:
-                continue
-            for media in operation.get("requestBody", {}).get("content", {}).values():
-                _text_rule(media.get("schema", {}), ref)
+
+
+def _referenced(roots: list[Any], schemas: dict[str, Any]) -> set[str]:
+    """The names of the component schemas ``roots`` refer to, directly or through others."""
+    found: set[str] = set()
+    todo = list(roots)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            target = node.get("$ref", "")
+            if isinstance(target, str) and target.startswith("#/components/schemas/"):
+                name = target.rsplit("/", 1)[1]
+                if name not in found and name in schemas:
+                    found.add(name)
+                    todo.append(schemas[name])
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return found
 
 
 def _text_rule(schema: Any, ref: dict[str, str]) -> None:

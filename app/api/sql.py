@@ -39,7 +39,7 @@ def list_queries():
     return service.list_queries(_user())
 
 
-@blp.route("/queries/<string:query_id>", methods=["DELETE"])
+@blp.route("/queries/<query_id:query_id>", methods=["DELETE"])
 @blp.response(200, CancelledQueryOut)
 @blp.problems(403, 404)
 def cancel_query(query_id):

@@ -24,7 +24,7 @@ def list_tree():
     return service.object_tree()
 
 
-@blp.route("/<string:item>", methods=["GET"])
+@blp.route("/<name:item>", methods=["GET"])
 @blp.response(200, TreeNodeOut(many=True))
 @blp.problems(404)
 def list_tree_item(item):

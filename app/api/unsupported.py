@@ -13,7 +13,7 @@ from .base import Blueprint
 blp = Blueprint("unsupported", __name__, url_prefix="/api",
                 description="MindsDB features Quarry does not have (all answer 501)")
 
-_KB = "/projects/<string:project>/knowledge_bases"
+_KB = "/projects/<name:project>/knowledge_bases"
 
 
 def _not_supported(description: str):
@@ -28,14 +28,14 @@ def knowledge_bases(project):
     raise NotSupported(refusal_for("KNOWLEDGE_BASES"))
 
 
-@blp.route(f"{_KB}/<string:name>", methods=["GET", "PUT", "DELETE"])
+@blp.route(f"{_KB}/<name:name>", methods=["GET", "PUT", "DELETE"])
 @_not_supported("Knowledge bases are not supported")
 def knowledge_base(project, name):
     """One knowledge base (MindsDB): not supported."""
     raise NotSupported(refusal_for("KNOWLEDGE_BASES"))
 
 
-@blp.route(f"{_KB}/<string:name>/completions", methods=["POST"])
+@blp.route(f"{_KB}/<name:name>/completions", methods=["POST"])
 @_not_supported("Knowledge bases are not supported")
 def knowledge_base_completion(project, name):
     """Completions from a knowledge base (MindsDB): not supported."""

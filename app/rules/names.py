@@ -2,7 +2,7 @@
 
 import re
 
-from ..errors import BadRequest, shown
+from ..errors import BadRequest, NameReserved, shown
 
 # Letters, digits, _ and -; not starting with a digit, so an all-digit path segment is an ID.
 NAME_PATTERN = re.compile(r"[A-Za-z_-][A-Za-z0-9_-]{0,62}")
@@ -39,11 +39,11 @@ def validate_name(kind: str, name: object, *, error: type[BadRequest] = BadReque
 
 def validate_database_name(kind: str, name: object) -> str:
     """A project's or data source's name: the naming rule, and not ``information_schema``,
-    the database SQL's catalogue tables live in (one name space with them, SHOW DATABASES)."""
+    the database SQL's catalogue tables live in (one name space with them, SHOW DATABASES).
+    That one is a name of the right shape that is taken: 409, as another database's is."""
     validate_name(kind, name)
     if name_key(name) == SYSTEM_DATABASE:  # type: ignore[arg-type]
-        message = f"{name!r} is the name of a system database."
-        raise BadRequest(f"Invalid {kind} name: {message}", errors={"name": [message]})
+        raise NameReserved(f"'{name}' is the name of a system database", name=name)
     return name  # type: ignore[return-value]
 
 

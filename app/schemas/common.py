@@ -60,7 +60,7 @@ class Ref(fields.String):
     """A reference to a skill or an agent: its name, or its ID (all digits)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("metadata", {"pattern": REF_REGEX, "minLength": 1})
+        kwargs.setdefault("metadata", {"pattern": REF_REGEX, "minLength": 1, "maxLength": 63})
         super().__init__(**kwargs)
 
     def _deserialize(self, value: Any, attr, data, **kwargs) -> str:

@@ -7,8 +7,15 @@ from .common import InputSchema, Name, Timestamp, ViewSchema
 _STATEMENT = validate.Length(min=1, max=100_000)
 
 
+# The longest search text: the request line holding it stays under gunicorn's
+# limit_request_line (4094 bytes) even when every character is percent-encoded as four
+# UTF-8 bytes (12 bytes each), so that a search of the documented length is answered by
+# Quarry (400 beyond it), never refused by gunicorn (414).
+SEARCH_MAX = 300
+
+
 class HistoryArgs(InputSchema):
-    q = fields.String(load_default=None, validate=validate.Length(max=1000),
+    q = fields.String(load_default=None, validate=validate.Length(max=SEARCH_MAX),
                       metadata={"description": "Text the statement or its error contains"})
     limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
 

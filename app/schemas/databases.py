@@ -27,6 +27,10 @@ class DatabaseChanges(InputSchema):
 class DatabasePut(InputSchema):
     database = fields.Nested(DatabaseChanges, required=True)
     check_connection = fields.Boolean(load_default=False)
+    # MindsDB reads the body's "database" and "check_connection" and ignores the rest;
+    # clients (and schemathesis' generator) send the engine beside "database" as well.
+    engine = NonEmptyString(load_default=None, metadata={
+        "description": "Ignored, as MindsDB ignores it: the engine is database.engine"})
 
 
 class DatabaseStatusIn(Schema):

@@ -2,14 +2,14 @@
 
 from marshmallow import Schema, fields
 
-from .common import InputSchema
+from .common import InputSchema, ShortString
 
 _TRUTHY, _FALSY = {"true", "True", "1"}, {"false", "False", "0"}
 
 
 class FileArgs(InputSchema):
     overwrite = fields.Boolean(load_default=False, truthy=_TRUTHY, falsy=_FALSY)
-    sheet = fields.String(load_default=None)
+    sheet = ShortString(load_default=None)
     header = fields.Boolean(
         load_default=None, truthy=_TRUTHY, falsy=_FALSY,
         metadata={"description": "Whether the first row of a CSV, TSV or XLSX file names its "

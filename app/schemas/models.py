@@ -127,7 +127,8 @@ def _known_attribute(value: str) -> None:
 class DescribeArgs(InputSchema):
     attribute = fields.String(
         load_default=None, allow_none=True,
-        validate=_known_attribute, metadata={"pattern": ATTRIBUTE_REGEX})
+        validate=_known_attribute, metadata={
+            "pattern": ATTRIBUTE_REGEX, "maxLength": max(len(a) for a in ATTRIBUTES)})
 
 
 class ModelOut(Schema):
@@ -194,6 +195,10 @@ class DescribeInfo(Schema):
     calibration = JsonObject(metadata={"description": "Classification only"})
     interval = JsonObject(metadata={"description": "Regression only"})
     rare_classes = JsonObject(metadata={"description": "Classes with fewer rows than folds"})
+    confusion_matrix = JsonObject(metadata={
+        "description": "Classification only: labels, matrix (rows actual, columns predicted)"})
+    residuals = JsonObject(metadata={
+        "description": "Regression only: the residual plot's points"})
 
 
 class DescribeFeature(Schema):

@@ -44,7 +44,7 @@ def check_free_database_name(name: str) -> None:
 
 
 def create_project(name: str) -> Project:
-    validate_database_name("project", name)  # information_schema is not a name (400)
+    validate_database_name("project", name)  # information_schema is taken (409)
     access.require_create_project()
     check_free_database_name(name)
     project = Project(name=name, name_key=name_key(name))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -40,7 +41,7 @@ from typing import Any
 from flask import Flask, current_app
 from sqlalchemy import delete, insert, select, update
 
-from ..errors import NotFound, store_error_line
+from ..errors import NotFound, shown, store_error_line
 from ..extensions import db
 from ..sql.running import CLIENT_GONE, TIME_LIMIT, Statement, cancel_backend
 from ..sql.sources import current_sources
@@ -60,6 +61,10 @@ def init_queries(app: Flask) -> None:
 
 def running() -> RunningStatements:
     return current_app.extensions[EXTENSION_KEY]
+
+
+# What new_query_id makes: the OpenAPI document states it as the path parameter's pattern.
+QUERY_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def new_query_id() -> str:
@@ -265,6 +270,10 @@ def list_queries(user: str | None) -> list[dict[str, Any]]:
 
 def cancel_query(query_id: str, user: str | None) -> dict[str, Any]:
     """Stop running statement ``query_id``; NotFound when it is unknown or over."""
+    if not QUERY_ID.fullmatch(query_id):
+        # No statement has such an id; and text like a NUL never reaches the store.
+        raise NotFound(f"No running statement has the query id '{shown(query_id)}'",
+                       title="Query not found")
     registry = running()
     with db.engine.begin() as conn:
         row = conn.execute(select(_TABLE).where(_TABLE.c.id == query_id, _fresh(),

@@ -509,6 +509,7 @@ def _activate(model: MLModel) -> None:
 
 def _read_model_rows(model: MLModel) -> pd.DataFrame:
     """The version's training rows: its query's, after a FINETUNE's base rows."""
+    ml.preload()  # one thread at a time: see app/ml/__init__.py
     import pandas as pd  # on first training only: see app/ml/__init__.py
 
     options = model.training_options or {}
@@ -539,6 +540,7 @@ def _read_frame(source: str, query: str, sample_rows: int | None) -> pd.DataFram
     that, more rows than TRAINING_MAX_ROWS is an error (the data path refuses), not a silent
     cut: the caller should narrow the query down.
     """
+    ml.preload()  # one thread at a time: see app/ml/__init__.py
     import pandas as pd  # on first training only: see app/ml/__init__.py
 
     cap = current_app.config["TRAINING_MAX_ROWS"]
