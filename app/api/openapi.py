@@ -254,7 +254,7 @@ def _document_upload(api: Api) -> None:
         "schema": {"type": "object", "required": ["file"], "properties": {
             "file": {"type": "string", "format": "binary",
                      "description": "CSV, TSV, JSON, Parquet or XLSX; the format is sniffed"},
-        }}}}}
+        }, "additionalProperties": True}}}}  # other parts: read (MindsDB's) or ignored
 
 
 # Text a JSON body may hold (app/jsonio.py): no NUL character, in values and keys alike. The
@@ -272,10 +272,12 @@ def _document_text(api: Api) -> None:
     objects there hold only JSON values whose strings and keys follow it."""
     ref = {"$ref": f"#/components/schemas/{JSON_VALUE}"}
     schemas = api.spec.components.schemas
+    # JSON bodies only: a multipart form's parts are text Quarry reads or ignores itself.
     bodies = [media.get("schema", {})
               for item in api.spec._paths.values()
               for method, operation in item.items() if method in METHODS
-              for media in operation.get("requestBody", {}).get("content", {}).values()]
+              for kind, media in operation.get("requestBody", {}).get("content", {}).items()
+              if kind == "application/json"]
     for name in _referenced(bodies, schemas):
         _text_rule(schemas[name], ref)
     for schema in bodies:
