@@ -12,11 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from mindsdb_sql_parser.ast import (
+    Delete,
     Describe,
     DropDatabase,
     DropTables,
     DropView,
     Identifier,
+    Insert,
     Join,
     Select,
     Set,
@@ -24,21 +26,28 @@ from mindsdb_sql_parser.ast import (
 )
 from mindsdb_sql_parser.ast.mindsdb import (
     AlterDatabase,
+    AlterKnowledgeBase,
     AlterView,
     CreateAgent,
     CreateDatabase,
+    CreateKnowledgeBase,
+    CreateKnowledgeBaseIndex,
     CreatePredictor,
     CreateSkill,
     CreateView,
     DropAgent,
+    DropKnowledgeBase,
+    DropKnowledgeBaseIndex,
     DropPredictor,
     DropSkill,
+    EvaluateKnowledgeBase,
     FinetunePredictor,
     RetrainPredictor,
 )
 
 from ..errors import ModelNotFound, ProjectNotFound
 from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
+from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.sources import SourceRegistry
@@ -46,6 +55,7 @@ from . import (
     agent_answers,
     databases,
     grants,
+    knowledge_bases,
     predictions,
     statements,
     tables,
@@ -76,6 +86,15 @@ _HANDLERS = {
     CreateView: views.create_view,
     AlterView: views.alter_view,
     DropView: views.drop_view,
+    CreateKnowledgeBase: knowledge_bases.create,
+    DropKnowledgeBase: knowledge_bases.drop,
+    AlterKnowledgeBase: knowledge_bases.refuse,
+    CreateKnowledgeBaseIndex: knowledge_bases.refuse,
+    DropKnowledgeBaseIndex: knowledge_bases.refuse,
+    EvaluateKnowledgeBase: knowledge_bases.refuse,
+    # INSERT INTO / DELETE FROM a knowledge base; any other table: None, the data path
+    Insert: knowledge_bases.insert,
+    Delete: knowledge_bases.delete,
 }
 
 
@@ -104,7 +123,8 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
 # its syntax error is the answer (the data path would only say "CREATE is refused").
 _OWN_FIRST = {"SHOW", "DESCRIBE", "DESC", "RETRAIN", "FINETUNE", "EVALUATE"}
 _OWN_VERBS = {"CREATE", "DROP", "ALTER", "UPDATE"}
-_OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT", "VIEW"}
+_OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT", "VIEW",
+                "KNOWLEDGE_BASE"}
 
 
 def _parse(query: str) -> Any | None:
@@ -141,12 +161,17 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if name.lower() in PROJECT_TABLES:
         relation = tables.project_table(project, name, alias)
         return statements.select_table(statement, relation, ctx)
+    if name.lower() == "knowledge_bases" and not kb_service.is_knowledge_base(project, name):
+        relation = tables.knowledge_bases_table(project, alias or "knowledge_bases")
+        return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
+    if model is None and kb_service.is_knowledge_base(project, name):
+        return knowledge_bases.select(statement, project, name, alias, ctx)
     if model is None:
         answered = agent_answers.answer_statement(statement, project, name, alias, ctx)
         if answered is not None:
             return answered
-        unsupported.refuse_table(name)  # p.jobs, p.knowledge_bases …
+        unsupported.refuse_table(name)  # p.jobs, p.triggers …
         return None
     return predictions.predict_from_literals(statement, project, model, ctx)
 
