@@ -140,6 +140,11 @@ def test_create_show_describe_drop_and_bad_input(client):
     ok(client, "CREATE KNOWLEDGE_BASE IF NOT EXISTS mindsdb.kb1")
     shown = rows(ok(client, "SHOW KNOWLEDGE_BASES FROM mindsdb"))
     assert [r["NAME"] for r in shown] == ["kb1"]
+    assert ok(client, "SHOW KNOWLEDGE BASES")["data"] == ok(client, "SHOW KNOWLEDGE_BASES")[
+        "data"]
+    assert ok(client, "SELECT name, project FROM mindsdb.knowledge_bases")["data"] == [
+        ["kb1", "mindsdb"]]
+    error(client, "CREATE KNOWLEDGE_BASE kb2 USING model = m1", "embedding_model")
     assert shown[0]["EMBEDDING_MODEL"] == {"provider": "quarry",
                                            "model_name": "all-MiniLM-L6-v2"}
     error(client, "CREATE KNOWLEDGE_BASE kb2 USING preprocessing = {'text_chunking_config': "
