@@ -277,7 +277,7 @@ def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) ->
     """Delete the documents the filters (on id and metadata) keep; how many."""
     project = get_project(project_name, "write")
     row = _require(project, name)
-    _check_filters(row, filters)
+    filters = _checked(row, filters)
     index = current_index()
     doc_ids = sorted({hit.chunk.doc_id for hit in index.listing(row.uid, filters, None)})
     count = index.delete(row.uid, doc_ids)
@@ -294,8 +294,10 @@ def search(project_name: str, name: str, *, content: str | None,
     words' BM25 ranking), or without it, the chunks the filters keep."""
     project = get_project(project_name, "read")
     row = _require(project, name)
-    _check_filters(row, filters)
+    filters = _checked(row, filters)
     index = current_index()
+    if limit == 0:
+        return []
     if content is None:
         hits = index.listing(row.uid, filters, limit)
     else:
@@ -321,16 +323,24 @@ def _hit(hit: Hit) -> dict[str, Any]:
             "relevance": None if distance is None else 1 / (1 + distance)}
 
 
-def _check_filters(row: KnowledgeBase, filters: Sequence[Filter]) -> None:
+def _checked(row: KnowledgeBase, filters: Sequence[Filter]) -> list[Filter]:
+    """The filters, a condition on the id column (by its own name too) made one on the id;
+    Unprocessable for a column that is neither the id nor metadata."""
+    id_column = row.params["id_column"].lower()
     named = row.params["metadata_columns"]
-    if named is None:
-        return  # every column other than the id and content is metadata
-    allowed = {"id", *(c.lower() for c in named)}
+    allowed = None if named is None else {c.lower() for c in named}
+    checked = []
     for item in filters:
-        if item.field.lower() not in allowed:
+        key = item.field.lower()
+        if key in ("id", id_column):
+            checked.append(Filter("id", item.op, item.value))
+            continue
+        if allowed is not None and key not in allowed:
             raise Unprocessable(f"Column '{item.field}' is neither the id nor a metadata "
                                 f"column of the knowledge base ({', '.join(named) or 'none'})",
                                 title="Unknown column")
+        checked.append(item)
+    return checked
 
 
 def _find(project: Project, name: str) -> KnowledgeBase | None:

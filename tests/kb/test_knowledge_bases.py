@@ -98,6 +98,9 @@ def test_hybrid_search_fuses_words_with_meaning(client):
     assert fused[0]["id"] == "2" and all(r["distance"] is not None for r in fused)
     error(client, "SELECT * FROM mindsdb.kb WHERE content = 'x' AND hybrid_search_alpha = 2",
           "hybrid_search_alpha")
+    assert ok(client, "SELECT * FROM mindsdb.kb WHERE content = 'x' LIMIT 0")["data"] == []
+    error(client, "SELECT * FROM mindsdb.kb WHERE content = 'x' OR id = 1", "AND")
+    error(client, "SELECT * FROM mindsdb.kb WHERE relevance >= 0.5", "content")
 
 
 def test_insert_upserts_by_id_and_delete_removes(client):
@@ -129,6 +132,9 @@ def test_insert_select_reads_a_data_source_with_the_callers_rights(client):
                "FROM demo.iris WHERE rowid <= 3")
     described = rows(ok(client, "DESCRIBE KNOWLEDGE_BASE mindsdb.flowers"))[0]
     assert described["DOCUMENTS"] == 3 and described["CONTENT_COLUMNS"] == ["species"]
+    # The id column is filtered on by its own name too.
+    ok(client, "DELETE FROM mindsdb.flowers WHERE rowid = 2")
+    assert [r["id"] for r in rows(ok(client, "SELECT id FROM mindsdb.flowers"))] == ["1", "3"]
     error(client, "INSERT INTO mindsdb.flowers SELECT rowid, species FROM demo.iris",
           "petal_length")
     error(client, "INSERT INTO mindsdb.flowers SELECT * FROM demo.nowhere", "nowhere")
