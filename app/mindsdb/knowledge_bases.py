@@ -36,7 +36,6 @@ from .relation import Relation, constant_int, run_select
 from .statements import ok_body, table_body
 
 Body = dict[str, Any]
-COLUMNS = ["id", "chunk_id", "chunk_content", "metadata", "distance", "relevance"]
 # Default of hybrid_search_alpha when only hybrid_search = true is given.
 _HYBRID_ALPHA = 0.5
 
@@ -175,7 +174,8 @@ def select(statement: Select, project: str, name: str, alias: str | None,
         hits = kb_service.search(project, name, content=terms["content"],
                                  filters=terms["filters"], min_relevance=terms["relevance"],
                                  alpha=terms["alpha"], limit=wanted)
-    relation = Relation.of(COLUMNS, [tuple(h[c] for c in COLUMNS) for h in hits],
+    columns = list(kb_service.HIT_COLUMNS)
+    relation = Relation.of(columns, [tuple(h[c] for c in columns) for h in hits],
                            qualifier=alias or name)
     names, rows = run_select(statement, relation, where=False)
     return table_body(names, rows, ctx)

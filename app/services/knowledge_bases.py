@@ -45,6 +45,8 @@ from .credentials import InvalidToken, current_keyring
 from .projects import get_project
 
 DEFAULT_LIMIT = 10
+# The columns of a search's answer, in MindsDB's order.
+HIT_COLUMNS = ("id", "chunk_id", "chunk_content", "metadata", "distance", "relevance")
 # Documents embedded and written per transaction: a failure keeps the batches before it.
 _BATCH_ROWS = 64
 
