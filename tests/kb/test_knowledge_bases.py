@@ -5,6 +5,7 @@ rights and the audit. The embedded model runs for real (loaded once per process)
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -138,6 +139,24 @@ def test_insert_select_reads_a_data_source_with_the_callers_rights(client):
     error(client, "INSERT INTO mindsdb.flowers SELECT rowid, species FROM demo.iris",
           "petal_length")
     error(client, "INSERT INTO mindsdb.flowers SELECT * FROM demo.nowhere", "nowhere")
+
+
+def test_insert_select_reads_views_and_uploaded_files(make_app, tmp_path):
+    client = make_app(DEMO_SOURCE=True, KB_DIR=str(tmp_path / "kb"),
+                      FILES_DIR=str(tmp_path / "files")).test_client()
+    uploaded = client.put("/api/files/faq", content_type="multipart/form-data", data={
+        "file": (io.BytesIO(b"qid,answer\n7,Parking is free after six in the evening.\n"),
+                 "faq.csv"), "source_type": "file", "original_file_name": "faq.csv"})
+    assert uploaded.status_code == 200, uploaded.get_data(as_text=True)
+    ok(client, "CREATE VIEW mindsdb.virginica AS (SELECT rowid AS id, species AS content "
+               "FROM demo.iris WHERE species = 'virginica' LIMIT 2)")
+    ok(client, "CREATE KNOWLEDGE_BASE mindsdb.mixed")
+    ok(client, "INSERT INTO mindsdb.mixed SELECT * FROM mindsdb.virginica")
+    ok(client, "INSERT INTO mindsdb.mixed SELECT qid AS id, answer AS content FROM files.faq")
+    found = rows(ok(client, "SELECT id FROM mindsdb.mixed WHERE content = 'where can I "
+                            "leave my car' LIMIT 1"))
+    assert found == [{"id": "7"}]
+    assert len(ok(client, "SELECT * FROM mindsdb.mixed")["data"]) == 3
 
 
 def test_create_show_describe_drop_and_bad_input(client):
