@@ -111,12 +111,29 @@ def insert(statement: Insert, ctx: Context) -> Body | None:
     if target is None:
         return None
     project, name = target
+    progress = _progress(ctx)
     with _errors(project, name):
         if statement.from_select is not None:
-            kb_service.insert_query(project, name, statement.from_select.to_string(), ctx.db)
+            kb_service.insert_query(project, name, statement.from_select.to_string(), ctx.db,
+                                    progress)
         else:
-            kb_service.insert_rows(project, name, _values(statement))
+            kb_service.insert_rows(project, name, _values(statement), progress)
     return ok_body(ctx)
+
+
+def _progress(ctx: Context):
+    """After each batch: the rows written so far, shown by GET /api/sql/queries; a cancel
+    (DELETE /api/sql/queries/<id>) stops the insert there, the batches before it kept."""
+    running = ctx.statement
+    if running is None:
+        return None
+
+    def report(rows: int) -> None:
+        running.rows_sent = rows
+        if running.was_stopped():
+            raise SqlError(ErrorCode.CANCELLED, f"The insert was cancelled after {rows} "
+                           "rows (they are kept)")
+    return report
 
 
 def _values(statement: Insert) -> list[dict[str, Any]]:

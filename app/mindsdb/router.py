@@ -50,6 +50,7 @@ from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.running import Statement
 from ..sql.sources import SourceRegistry
 from . import (
     agent_answers,
@@ -99,9 +100,12 @@ _HANDLERS = {
 
 
 def service_statement(query: str, db: str, params: dict[str, Any] | None,
-                      registry: SourceRegistry) -> dict[str, Any] | None:
-    """The answer to a statement about the service's objects, or None for the data path."""
-    ctx = Context(db=db, registry=registry, params=params)
+                      registry: SourceRegistry, statement: Statement | None = None
+                      ) -> dict[str, Any] | None:
+    """The answer to a statement about the service's objects, or None for the data path.
+    ``statement``: the running statement (an insert into a knowledge base shows its
+    progress on it, and stops when it is cancelled)."""
+    ctx = Context(db=db, registry=registry, params=params, statement=statement)
     answer = grants.grant_statement(query, ctx)
     if answer is not None:
         return answer

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from flask import current_app
@@ -158,17 +158,22 @@ def is_knowledge_base(project_name: str, name: str) -> bool:
     return _find(get_project(project_name, "read"), name) is not None
 
 
-def insert_rows(project_name: str, name: str, rows: Sequence[dict[str, Any]]
-                ) -> dict[str, int]:
-    """Insert (upsert by id) ``rows``; {"rows": n, "chunks": m}."""
+Progress = Callable[[int], None]
+
+
+def insert_rows(project_name: str, name: str, rows: Sequence[dict[str, Any]],
+                progress: Progress | None = None) -> dict[str, int]:
+    """Insert (upsert by id) ``rows``; {"rows": n, "chunks": m}. ``progress`` is called
+    with the rows written after each batch (and may raise to stop the insert there)."""
     project = get_project(project_name, "write")
     row = _require(project, name)
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    return _ingest(project, row, columns, [[r.get(c) for c in columns] for r in rows])
+    return _ingest(project, row, columns, [[r.get(c) for c in columns] for r in rows],
+                   progress)
 
 
-def insert_query(project_name: str, name: str, query: str, context: str | None = None
-                 ) -> dict[str, int]:
+def insert_query(project_name: str, name: str, query: str, context: str | None = None,
+                 progress: Progress | None = None) -> dict[str, int]:
     """Insert the rows of ``query`` (a SELECT on data sources, files or views), read with
     the caller's rights; ``context``: the database bare table names are in."""
     project = get_project(project_name, "write")
@@ -184,11 +189,11 @@ def insert_query(project_name: str, name: str, query: str, context: str | None =
     except SqlError as exc:
         raise Unprocessable(f"The rows to insert cannot be read: {exc.message}",
                             title="Invalid insert") from None
-    return _ingest(project, row, list(columns), [list(r) for r in records])
+    return _ingest(project, row, list(columns), [list(r) for r in records], progress)
 
 
 def _ingest(project: Project, row: KnowledgeBase, columns: list[str],
-            records: list[list[Any]]) -> dict[str, int]:
+            records: list[list[Any]], progress: Progress | None) -> dict[str, int]:
     cap = current_app.config["KB_INSERT_MAX_ROWS"]
     if len(records) > cap:
         raise Unprocessable(f"{len(records)} rows given; one insert takes at most {cap} "
@@ -211,6 +216,12 @@ def _ingest(project: Project, row: KnowledgeBase, columns: list[str],
         index.upsert(row.uid, chunks, vectors)
         done_rows += len(batch)
         done_chunks += len(chunks)
+        if progress is not None:
+            try:
+                progress(done_rows)
+            except BaseException:  # stopped (cancelled): what was written is audited
+                _audit_insert(project, row, done_rows, done_chunks)
+                raise
     _audit_insert(project, row, done_rows, done_chunks)
     return {"rows": done_rows, "chunks": done_chunks}
 

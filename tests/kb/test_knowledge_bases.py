@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+import time
 
 import pytest
 
 from app.services import auth as auth_service
+from app.sql.errors import ErrorCode
 from tests.auth.conftest import PASSWORD, make_auth_app  # noqa: F401 - a fixture
 
 DOCS = [
@@ -157,6 +160,29 @@ def test_insert_select_reads_views_and_uploaded_files(make_app, tmp_path):
                             "leave my car' LIMIT 1"))
     assert found == [{"id": "7"}]
     assert len(ok(client, "SELECT * FROM mindsdb.mixed")["data"]) == 3
+
+
+def test_a_running_insert_shows_its_progress_and_can_be_cancelled(client):
+    ok(client, "CREATE KNOWLEDGE_BASE mindsdb.many")
+    values = ", ".join(f"({i}, 'note number {i}')" for i in range(1280))
+    statement = f"INSERT INTO mindsdb.many (id, content) VALUES {values}"
+    answers: list[dict] = []
+    worker = threading.Thread(target=lambda: answers.append(run(
+        client.application.test_client(), statement)))
+    worker.start()
+    running, deadline = None, time.monotonic() + 120
+    while running is None and time.monotonic() < deadline and worker.is_alive():
+        listed = client.get("/api/sql/queries").get_json()
+        running = next((q for q in listed if q["statement"] == statement
+                        and q["rows_sent"] >= 64), None)
+        time.sleep(0.05)
+    assert running is not None, "the insert never showed its progress"
+    assert client.delete(f"/api/sql/queries/{running['query_id']}").status_code == 200
+    worker.join(120)
+    assert answers[0]["type"] == "error", answers
+    assert answers[0]["error_code"] == ErrorCode.CANCELLED
+    kept = ok(client, "SELECT DISTINCT id FROM mindsdb.many")["data"]
+    assert 64 <= len(kept) < 1280 and len(kept) % 64 == 0
 
 
 def test_create_show_describe_drop_and_bad_input(client):
