@@ -47,10 +47,7 @@ def get_knowledge_base(project, name):
 def insert_into_knowledge_base(body, project, name):
     """Insert rows, or the rows of a query, into a knowledge base (upsert by id)."""
     data = body["knowledge_base"]
-    if "query" in data:
-        return service.insert_query(project, name, data["query"])
-    rows = data["rows"]
-    return service.insert_rows(project, name, [rows] if isinstance(rows, dict) else rows)
+    return service.insert(project, name, rows=data.get("rows"), query=data.get("query"))
 
 
 @blp.route("/<name:name>", methods=["DELETE"])

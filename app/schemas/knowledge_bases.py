@@ -1,7 +1,7 @@
 """Knowledge bases (/api/projects/<p>/knowledge_bases, CREATE KNOWLEDGE_BASE … USING):
 MindsDB's shapes."""
 
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, fields, validate
 
 from .common import InputSchema, JsonObject, JsonObjects, Name, NonEmptyString
 
@@ -13,12 +13,6 @@ class ChunkingFields(InputSchema):
                                 load_default=1000)
     chunk_overlap = fields.Integer(validate=validate.Range(min=0, max=99_999),
                                    load_default=200)
-
-    @validates_schema
-    def _overlap_below_size(self, data, **kwargs):
-        if data["chunk_overlap"] >= data["chunk_size"]:
-            raise ValidationError("chunk_overlap must be smaller than chunk_size",
-                                  "chunk_overlap")
 
 
 class PreprocessingFields(InputSchema):
@@ -62,11 +56,6 @@ class KnowledgeBaseRows(InputSchema):
     rows = JsonObjects(message="rows: a JSON object or a list of them")
     query = fields.String(validate=validate.Length(min=1, max=1_000_000))
     params = JsonObject(allow_none=True)
-
-    @validates_schema
-    def _one_source(self, data, **kwargs):
-        if ("rows" in data) == ("query" in data):
-            raise ValidationError("Give either rows or query", "knowledge_base")
 
 
 class KnowledgeBasePut(InputSchema):

@@ -74,6 +74,10 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
     embedding, api_key = _embedding(options.get("embedding_model") or {})
     chunking = (options.get("preprocessing") or {}).get(
         "text_chunking_config", {"chunk_size": 1000, "chunk_overlap": 200})
+    if chunking["chunk_overlap"] >= chunking["chunk_size"]:
+        raise Unprocessable("preprocessing: chunk_overlap must be smaller than chunk_size",
+                            title="Invalid knowledge base",
+                            errors={"chunk_overlap": ["not below chunk_size"]})
     row = KnowledgeBase(
         project_id=project.id, name=name, name_key=name_key(name), uid=uuid.uuid4().hex,
         params={"content_columns": options.get("content_columns") or ["content"],
@@ -159,6 +163,16 @@ def is_knowledge_base(project_name: str, name: str) -> bool:
 
 
 Progress = Callable[[int], None]
+
+
+def insert(project_name: str, name: str, *, rows: Any = None, query: str | None = None
+           ) -> dict[str, int]:
+    """PUT …/knowledge_bases/<kb>: ``rows`` (an object or a list of them) or ``query``."""
+    if (rows is None) == (query is None):
+        raise Unprocessable("Give either rows or query (not both)", title="Invalid insert")
+    if query is not None:
+        return insert_query(project_name, name, query)
+    return insert_rows(project_name, name, [rows] if isinstance(rows, dict) else rows)
 
 
 def insert_rows(project_name: str, name: str, rows: Sequence[dict[str, Any]],

@@ -234,7 +234,10 @@ def test_rest_routes(client):
     bad = client.put(f"{base}/notes", json={"knowledge_base": {"rows": [{"id": 1}]}})
     assert bad.status_code == 422 and "content" in bad.get_json()["detail"]
     both = client.put(f"{base}/notes", json={"knowledge_base": {"rows": [], "query": "x"}})
-    assert both.status_code == 400
+    assert both.status_code == 422 and "either rows or query" in both.get_json()["detail"]
+    overlap = client.post(base, json={"knowledge_base": {"name": "o", "preprocessing": {
+        "text_chunking_config": {"chunk_size": 100, "chunk_overlap": 100}}}})
+    assert overlap.status_code == 422 and "chunk_overlap" in overlap.get_json()["detail"]
     found = rows(ok(client, "SELECT id FROM mindsdb.notes WHERE content = 'when are backups "
                             "made' LIMIT 1"))
     assert found == [{"id": "a"}]
