@@ -117,16 +117,19 @@ class KbIndex:
         return f"kb_{uid}_chunks", f"kb_{uid}_vec", f"kb_{uid}_fts"
 
     def create(self, uid: str) -> None:
-        chunks, _, fts = self._names(uid)
         with self._connect() as conn, conn:
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {chunks} (rowid INTEGER PRIMARY KEY, "
-                         "doc_id TEXT NOT NULL, number INTEGER NOT NULL, total INTEGER NOT "
-                         "NULL, start INTEGER NOT NULL, end_at INTEGER NOT NULL, content TEXT "
-                         "NOT NULL, metadata TEXT NOT NULL)")
-            conn.execute(f"CREATE INDEX IF NOT EXISTS {chunks}_doc ON {chunks} (doc_id)")
-            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5(content, "
-                         "content='', contentless_delete=1, "
-                         "tokenize='porter unicode61 remove_diacritics 2')")
+            self._ensure(conn, uid)
+
+    def _ensure(self, conn: Any, uid: str) -> None:
+        chunks, _, fts = self._names(uid)
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {chunks} (rowid INTEGER PRIMARY KEY, "
+                     "doc_id TEXT NOT NULL, number INTEGER NOT NULL, total INTEGER NOT "
+                     "NULL, start INTEGER NOT NULL, end_at INTEGER NOT NULL, content TEXT "
+                     "NOT NULL, metadata TEXT NOT NULL)")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {chunks}_doc ON {chunks} (doc_id)")
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5(content, "
+                     "content='', contentless_delete=1, "
+                     "tokenize='porter unicode61 remove_diacritics 2')")
 
     def drop(self, uid: str) -> None:
         chunks, vec, fts = self._names(uid)
@@ -139,6 +142,7 @@ class KbIndex:
         transaction; ``vectors``: a float32 array, one row per chunk."""
         table, vec, fts = self._names(uid)
         with self._connect() as conn, conn:
+            self._ensure(conn, uid)  # a base whose tables went missing gets them back
             if len(chunks):
                 conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec} USING vec0("
                              f"embedding float[{int(vectors.shape[1])}] "
@@ -158,6 +162,8 @@ class KbIndex:
     def delete(self, uid: str, doc_ids: Sequence[str]) -> int:
         """Remove the chunks of these documents; how many documents had any."""
         with self._connect() as conn, conn:
+            if not self._exists(conn, self._names(uid)[0]):
+                return 0
             return self._delete(conn, uid, doc_ids)
 
     def _delete(self, conn: Any, uid: str, doc_ids: Sequence[str]) -> int:
@@ -193,6 +199,8 @@ class KbIndex:
         table, _, _ = self._names(uid)
         where, params = _where(filters, "c")
         with self._connect() as conn:
+            if not self._exists(conn, table):
+                return []
             rows = conn.execute(f"SELECT {_COLUMNS} FROM {table} c WHERE {where} "
                                 f"ORDER BY c.doc_id, c.number LIMIT ?",
                                 (*params, -1 if limit is None else limit)).fetchall()

@@ -185,6 +185,19 @@ def test_a_running_insert_shows_its_progress_and_can_be_cancelled(client):
     assert 64 <= len(kept) < 1280 and len(kept) % 64 == 0
 
 
+def test_a_knowledge_base_whose_index_file_is_gone_answers_empty(make_app, tmp_path):
+    first = make_app(KB_DIR=str(tmp_path / "one")).test_client()
+    ok(first, "CREATE KNOWLEDGE_BASE mindsdb.moved")
+    ok(first, "INSERT INTO mindsdb.moved (id, content) VALUES (1, 'kept in folder one')")
+    # Another folder (a misconfigured instance): no rows, no error; an insert starts afresh.
+    second = make_app(KB_DIR=str(tmp_path / "two")).test_client()
+    assert ok(second, "SELECT * FROM mindsdb.moved WHERE content = 'kept'")["data"] == []
+    assert ok(second, "SELECT * FROM mindsdb.moved")["data"] == []
+    ok(second, "DELETE FROM mindsdb.moved WHERE id = 1")
+    ok(second, "INSERT INTO mindsdb.moved (id, content) VALUES (2, 'now in folder two')")
+    assert ok(second, "SELECT id FROM mindsdb.moved")["data"] == [["2"]]
+
+
 def test_create_show_describe_drop_and_bad_input(client):
     ok(client, "CREATE KNOWLEDGE_BASE kb1")
     error(client, "CREATE KNOWLEDGE_BASE mindsdb.KB1", "already exists")
