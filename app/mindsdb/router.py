@@ -166,7 +166,7 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         relation = tables.project_table(project, name, alias)
         return statements.select_table(statement, relation, ctx)
     if name.lower() == "knowledge_bases" and not kb_service.is_knowledge_base(project, name):
-        relation = tables.knowledge_bases_table(project, alias or "knowledge_bases")
+        relation = tables.knowledge_bases_table([project], alias or "knowledge_bases")
         return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
     if model is None and kb_service.is_knowledge_base(project, name):

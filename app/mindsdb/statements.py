@@ -175,7 +175,7 @@ def _show_kind(table: str):
 
 
 def _show_knowledge_bases(statement: Show, ctx: Context) -> tuple[Relation, str]:
-    return tables.knowledge_bases_table(_shown_project(statement, ctx)), "NAME"
+    return tables.knowledge_bases_table([_shown_project(statement, ctx)]), "NAME"
 
 
 _SHOW = {"DATABASES": _show_databases, "PROJECTS": _show_projects, "TABLES": _show_tables,

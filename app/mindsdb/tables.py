@@ -26,7 +26,7 @@ from ..store import MLModel
 from .errors import service_errors
 from .relation import Relation
 
-INFO_TABLES = ("databases", "models", "skills", "agents")
+INFO_TABLES = ("databases", "models", "skills", "agents", "knowledge_bases")
 
 MODEL_COLUMNS = ["NAME", "ENGINE", "PROJECT", "ACTIVE", "VERSION", "STATUS", "ACCURACY",
                  "PREDICT", "UPDATE_STATUS", "MINDSDB_VERSION", "ERROR", "SELECT_DATA_QUERY",
@@ -51,10 +51,11 @@ def knowledge_base_row(kb: dict[str, Any]) -> tuple[Any, ...]:
             kb["documents"], kb["chunks"])
 
 
-def knowledge_bases_table(project: str, qualifier: str | None = None) -> Relation:
-    """SHOW KNOWLEDGE_BASES, and the table p.knowledge_bases."""
+def knowledge_bases_table(projects: list[str], qualifier: str | None = None) -> Relation:
+    """SHOW KNOWLEDGE_BASES, p.knowledge_bases and information_schema.knowledge_bases."""
     with service_errors():
-        rows = [knowledge_base_row(kb) for kb in kb_service.list_knowledge_bases(project)]
+        rows = [knowledge_base_row(kb) for project in projects
+                for kb in kb_service.list_knowledge_bases(project)]
     return Relation.of(KNOWLEDGE_BASE_COLUMNS, rows, qualifier)
 
 
@@ -140,6 +141,8 @@ def info_schema_table(table: str, registry: SourceRegistry) -> Relation:
     name = table.lower()
     if name == "databases":
         return databases_table(registry)
+    if name == "knowledge_bases":
+        return knowledge_bases_table(project_names(), name)
     builders = {"models": models_table, "skills": skills_table, "agents": agents_table}
     return builders[name](project_names(), name)
 

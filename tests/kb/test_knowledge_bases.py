@@ -208,6 +208,10 @@ def test_create_show_describe_drop_and_bad_input(client):
         "data"]
     assert ok(client, "SELECT name, project FROM mindsdb.knowledge_bases")["data"] == [
         ["kb1", "mindsdb"]]
+    ok(client, "CREATE PROJECT other")
+    ok(client, "CREATE KNOWLEDGE_BASE other.kb9")
+    assert ok(client, "SELECT name, project FROM information_schema.knowledge_bases "
+                      "ORDER BY name")["data"] == [["kb1", "mindsdb"], ["kb9", "other"]]
     error(client, "CREATE KNOWLEDGE_BASE kb2 USING model = m1", "embedding_model")
     assert shown[0]["EMBEDDING_MODEL"] == {"provider": "quarry",
                                            "model_name": "all-MiniLM-L6-v2"}
