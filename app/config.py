@@ -124,8 +124,8 @@ SETTINGS: list[Setting] = [
             "may add; beyond it the insert is refused"),
     Setting("EMBEDDING_ENDPOINTS", "", str,
             "Comma-separated base URLs of OpenAI-compatible embedding endpoints a knowledge "
-            "base may name (embedding_model base_url, e.g. http://ollama:11434/v1); any "
-            "other is refused (default: none, only the embedded model)"),
+            "base may name (embedding_model base_url, e.g. http://ollama:11434/v1), besides "
+            "LLM_BASE_URL; any other is refused (default: none)"),
     Setting("EMBEDDING_TIMEOUT_S", 60.0, float,
             "Time limit of one request to an embedding endpoint, in seconds"),
     Setting("SQL_POOL_SIZE", 4, int,

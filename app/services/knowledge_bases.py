@@ -121,8 +121,11 @@ def _embedding(given: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
 
 
 def _require_listed(base_url: str) -> None:
-    listed = [u.strip().rstrip("/") for u in
-              (current_app.config["EMBEDDING_ENDPOINTS"] or "").split(",") if u.strip()]
+    # The model endpoint the administrator set for agents (QUARRY_LLM_BASE_URL) is listed too.
+    configured = [current_app.config["EMBEDDING_ENDPOINTS"] or "",
+                  current_app.config["LLM_BASE_URL"] or ""]
+    listed = [u.strip().rstrip("/") for text in configured for u in text.split(",")
+              if u.strip()]
     if base_url not in listed:
         raise Unprocessable(f"embedding_model: base_url {base_url} is not an embedding "
                             "endpoint the administrator listed (QUARRY_EMBEDDING_ENDPOINTS: "

@@ -107,3 +107,18 @@ def test_a_listed_endpoint_embeds_and_its_key_stays_hidden(make_app, tmp_path, e
     assert KEY not in failed["error_message"]
     assert run(client, "SELECT id FROM mindsdb.ext WHERE id = 3")["data"] == []
     assert other.calls == []
+
+
+def test_the_agents_model_endpoint_is_listed_too(make_app, tmp_path, endpoints):
+    (listed, unlisted), (_, other) = endpoints
+    other.calls.clear()
+    client = make_app(LLM_BASE_URL=listed, KB_DIR=str(tmp_path / "kb")).test_client()
+    created = client.post("/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {
+        "name": "ext", "embedding_model": {"provider": "openai", "model_name": "toy",
+                                           "base_url": listed}}})
+    assert created.status_code == 201, created.get_json()
+    refused = client.post("/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {
+        "name": "ext2", "embedding_model": {"provider": "openai", "model_name": "toy",
+                                            "base_url": unlisted}}})
+    assert refused.status_code == 422 and other.calls == []
+
