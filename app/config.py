@@ -126,6 +126,18 @@ SETTINGS: list[Setting] = [
             "body arrived); beyond it 413"),
     Setting("FILES_URL_ALLOW", "", str,
             "Comma-separated hosts an upload with source_type=url may name (default: none)"),
+    Setting("KB_DIR", None, str,
+            "Folder of the knowledge bases' index file, knowledge_bases.db (default: kb in "
+            "the instance folder); share it between instances that share a store"),
+    Setting("KB_INSERT_MAX_ROWS", 100_000, int,
+            "Most rows one INSERT INTO a knowledge base (or PUT …/knowledge_bases/<kb>) "
+            "may add; beyond it the insert is refused"),
+    Setting("EMBEDDING_ENDPOINTS", "", str,
+            "Comma-separated base URLs of OpenAI-compatible embedding endpoints a knowledge "
+            "base may name (embedding_model base_url, e.g. http://ollama:11434/v1), besides "
+            "LLM_BASE_URL; any other is refused (default: none)"),
+    Setting("EMBEDDING_TIMEOUT_S", 60.0, float,
+            "Time limit of one request to an embedding endpoint, in seconds"),
     Setting("SQL_POOL_SIZE", 4, int,
             "Connections kept open per data source and process"),
     Setting("SQL_POOL_TIMEOUT_S", 5.0, float,

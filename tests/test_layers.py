@@ -7,7 +7,8 @@ Floors, top to bottom (DESIGN.md; docs/architecture.md explains each):
                  app.ops
     3  adapter   mindsdb, mcp (MCP: a sibling adapter that may call mindsdb)
     2  service   services, schemas
-    1  data      store, sql, ml, federation (above sql: it imports sql, never the reverse)
+    1  data      store, sql, ml, federation (above sql: it imports sql, never the reverse),
+                 kb (knowledge bases' index file and embeddings)
     0  base      config, errors, extensions, rules, lru, jsonio, malloc, telemetry, lazy
 
 Every import counts: at module level, inside functions and under ``if TYPE_CHECKING``. An
@@ -35,7 +36,7 @@ FLOORS = {
     "app.cli": 4, "app.auth_cli": 4, "app.databases_cli": 4, "app.security": 4, "app.ops": 4,
     "app.mindsdb": 3, "app.mcp": 3,
     "app.services": 2, "app.schemas": 2,
-    "app.store": 1, "app.sql": 1, "app.ml": 1, "app.federation": 1,
+    "app.store": 1, "app.sql": 1, "app.ml": 1, "app.federation": 1, "app.kb": 1,
     "app.config": 0, "app.errors": 0, "app.extensions": 0, "app.rules": 0, "app.lru": 0,
     "app.jsonio": 0, "app.malloc": 0, "app.telemetry": 0, "app.lazy": 0,
 }

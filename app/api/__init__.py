@@ -11,6 +11,7 @@ from . import (
     console,
     databases,
     files,
+    knowledge_bases,
     mcp,
     models,
     openapi,
@@ -26,7 +27,8 @@ from . import (
 # The routes whose bodies carry data rows (a batch to predict, the values of a statement's
 # parameters) rather than the description of an object: they may be as large as
 # MAX_DATA_BODY_BYTES; every other body stops at MAX_BODY_BYTES, long before the store.
-DATA_ENDPOINTS = frozenset({"sql.run_query", "models.predict_model"})
+DATA_ENDPOINTS = frozenset({"sql.run_query", "models.predict_model",
+                            "knowledge_bases.insert_into_knowledge_base"})
 
 
 def _data_body_limit() -> None:
@@ -51,6 +53,7 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(files.blp)
     api.register_blueprint(tree.blp)
     api.register_blueprint(sqlviews.blp)
+    api.register_blueprint(knowledge_bases.blp)
     api.register_blueprint(console.blp)
     api.register_blueprint(mcp.blp)
     api.register_blueprint(completions.blp)

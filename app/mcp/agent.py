@@ -68,16 +68,29 @@ class SqlScope:
                         f"{self.database}: the statement reads {what}")
 
 
+class KbScope:
+    """The knowledge base a ``knowledge_base`` skill searches (its ``params.source``, in
+    the agent's project unless written ``project.kb``)."""
+
+    def __init__(self, project: str, source: str) -> None:
+        self.project, _, self.name = source.rpartition(".")
+        self.project = self.project or project
+
+
 def _tool_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", text)[:64]
 
 
-def _scopes(view: dict[str, Any]) -> list[tuple[str, str, SqlScope | None, str]]:
+def _scopes(view: dict[str, Any], project: str
+            ) -> list[tuple[str, str, SqlScope | KbScope | None, str]]:
     """(tool name, skill name, scope or None for a skill Quarry cannot run, skill type)."""
-    found = []
+    found: list[tuple[str, str, SqlScope | KbScope | None, str]] = []
     for skill in view["skills"]:
         params = skill.get("params") or {}
-        if skill["type"] == "sql" and isinstance(params.get("database"), str):
+        if skill["type"] == "knowledge_base" and isinstance(params.get("source"), str):
+            found.append((f"search_{skill['name']}", skill["name"],
+                          KbScope(project, params["source"]), "knowledge_base"))
+        elif skill["type"] == "sql" and isinstance(params.get("database"), str):
             tables = [t for t in params.get("tables") or [] if isinstance(t, str)]
             found.append((f"query_{skill['name']}", skill["name"],
                           SqlScope(params["database"], tables), "sql"))
@@ -123,8 +136,17 @@ def tool_set_of(view: dict[str, Any], project: str) -> ToolSet:
     """The tools of an agent (its view, as the agents service gives it)."""
     served: dict[str, Tool] = {}
     schemas: dict[str, list | None] = {}
-    for name, skill, scope, kind in _scopes(view):
+    for name, skill, scope, kind in _scopes(view, project):
         name = _tool_name(name)
+        if isinstance(scope, KbScope):
+            served[name] = Tool(types.Tool(
+                name=name, description=f"Search the knowledge base {scope.project}."
+                                       f"{scope.name} (documents' text) by meaning: the "
+                                       "best chunks first, with their document ids.",
+                input_schema={"type": "object", "additionalProperties": False,
+                              "properties": tools.SEARCH_ARGUMENTS, "required": ["text"]}),
+                _kb_search(scope))
+            continue
         if scope is None:
             served[name] = Tool(types.Tool(
                 name=name, description=f"Skill {skill} (type {kind}): Quarry cannot run "
@@ -146,6 +168,12 @@ def tool_set_of(view: dict[str, Any], project: str) -> ToolSet:
 def _cannot_run(skill: str, kind: str):
     def run(arguments: dict[str, Any]) -> dict[str, Any]:
         raise ToolError(f"Skill {skill} is of type {kind}, which Quarry cannot run yet")
+    return run
+
+
+def _kb_search(scope: KbScope):
+    def run(arguments: dict[str, Any]) -> dict[str, Any]:
+        return tools.search_knowledge_base(scope.project, scope.name, arguments)
     return run
 
 

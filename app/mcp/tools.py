@@ -25,6 +25,7 @@ from ..mindsdb import queries as statements
 from ..mindsdb.router import refuse_changes
 from ..rules.names import DEFAULT_PROJECT
 from ..services import access, audit, console
+from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
 from ..sql.encode import dumps
 from ..sql.errors import SqlError
@@ -57,6 +58,13 @@ _CONTEXT = {"description": "Where unqualified names resolve: {\"db\": \"<data so
                       {"type": "string"}]}
 _PROJECT = {"type": "string", "description": "The model's project (default mindsdb)"}
 _MODEL = {"type": "string", "description": "The model's name (name.N for version N)"}
+SEARCH_ARGUMENTS = {
+    "text": {"type": "string", "description": "What to look for, in words"},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 100,
+              "description": "How many chunks (default 10)"},
+    "hybrid_search_alpha": {"type": "number", "minimum": 0, "maximum": 1,
+                            "description": "Weight of meaning against words (1: meaning "
+                                           "only, the default; 0: words only)"}}
 
 
 def server_tools() -> ToolSet:
@@ -89,6 +97,15 @@ def server_tools() -> ToolSet:
                                   "attribute": {"type": "string",
                                                 "enum": list(model_service.ATTRIBUTES)}},
                                  ["model"])), _describe_model),
+        "search_knowledge_base": Tool(types.Tool(
+            name="search_knowledge_base",
+            description="Search a project's knowledge base (its documents' text) by meaning, "
+                        "or by meaning and words: the best chunks first, each with its "
+                        "document id, chunk_id, metadata and relevance.",
+            input_schema=_object({"project": {"type": "string", "description": "The "
+                                              "knowledge base's project (default mindsdb)"},
+                                  "knowledge_base": {"type": "string"}, **SEARCH_ARGUMENTS},
+                                 ["knowledge_base", "text"])), _search_knowledge_base),
         "predict": Tool(types.Tool(
             name="predict",
             description="Predict with a trained model: give the feature values of one row "
@@ -251,5 +268,30 @@ def _predict(arguments: dict[str, Any]) -> dict[str, Any]:
                      lambda: _rows_table(model_service.predict(project, model, data)))
 
 
-__all__ = ["ToolError", "cut", "error_result", "run_sql", "server_tools",
-           "table_result", "tool_set"]
+def _search_knowledge_base(arguments: dict[str, Any]) -> dict[str, Any]:
+    project = text_argument(arguments, "project", required=False) or DEFAULT_PROJECT
+    return search_knowledge_base(project, text_argument(arguments, "knowledge_base") or "",
+                                 arguments)
+
+
+def search_knowledge_base(project: str, name: str, arguments: dict[str, Any]
+                          ) -> dict[str, Any]:
+    """A search of knowledge base ``project.name`` (``SEARCH_ARGUMENTS``), with the caller's
+    rights, as SELECT … WHERE content = '…' answers it; in the audit log."""
+    text = text_argument(arguments, "text") or ""
+    limit, alpha = arguments.get("limit", 10), arguments.get("hybrid_search_alpha")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+        raise ToolError("Argument 'limit' must be a whole number from 1 to 100")
+    if alpha is not None and (not isinstance(alpha, int | float) or isinstance(alpha, bool)
+                              or not 0 <= alpha <= 1):
+        raise ToolError("Argument 'hybrid_search_alpha' must be a number from 0 to 1")
+    def run() -> dict[str, Any]:
+        hits = kb_service.search(project, name, content=text, limit=limit,
+                                 alpha=None if alpha is None else float(alpha))
+        return cut(list(kb_service.HIT_COLUMNS),
+                   [[hit[c] for c in kb_service.HIT_COLUMNS] for hit in hits])
+    return _recorded(f"-- MCP search_knowledge_base {project}.{name}", project, run)
+
+
+__all__ = ["SEARCH_ARGUMENTS", "ToolError", "cut", "error_result", "run_sql",
+           "search_knowledge_base", "server_tools", "table_result", "tool_set"]

@@ -9,6 +9,7 @@ from ..errors import ProjectNotFound
 from ..rules.names import SYSTEM_DATABASE
 from ..services import projects as project_service
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.running import Statement
 from ..sql.sources import SourceRegistry
 from .errors import service_errors
 
@@ -18,6 +19,7 @@ class Context:
     db: str                          # context.db of the request (default project mindsdb)
     registry: SourceRegistry
     params: dict[str, Any] | None = None
+    statement: Statement | None = None   # the running statement, when there is one
 
     def is_source(self, name: str) -> bool:
         return self.registry.get(name) is not None

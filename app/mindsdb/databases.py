@@ -23,7 +23,7 @@ from ..services import databases as database_service
 from ..services import files as file_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.files import FILES_SOURCE
-from . import statements, tables
+from . import knowledge_bases, statements, tables
 from .context import Context
 from .errors import if_clause, service_errors
 from .relation import Relation
@@ -118,6 +118,8 @@ def describe(statement: Describe, ctx: Context) -> Body:
         if not rows:
             raise SqlError(ErrorCode.NOT_FOUND, f"Database not found: {name}")
         return statements.relation_body(Relation.of(tables.DATABASE_COLUMNS, rows), ctx)
+    if kind == "KNOWLEDGE_BASE":
+        return knowledge_bases.describe(statement, ctx)
     return statements.describe(statement, ctx)
 
 

@@ -50,7 +50,7 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
     started = time.perf_counter()
     reached: list[str] = []  # the data source the statement ran on, once known
     try:
-        answer = _service_statement(query, db, params)
+        answer = _service_statement(query, db, params, statement)
         if answer is None:
             answer = _data_statement(query, db, params, timeout_s, statement, stream, reached)
     except SqlError as exc:
@@ -160,14 +160,14 @@ def account_stream(query: str, stream: TableStream, context_db: str | None,
                            history=history, statement=query)
 
 
-def _service_statement(query: str, db: str, params: dict[str, Any] | None
-                       ) -> dict[str, Any] | None:
+def _service_statement(query: str, db: str, params: dict[str, Any] | None,
+                       statement: Statement | None = None) -> dict[str, Any] | None:
     """Statements about projects, models, skills, agents (``router.py``).
 
     Returns the response body, or None when ``query`` is not such a statement, so that it
     goes on to the data path.
     """
-    return service_statement(query, db, params, access.queryable_sources())
+    return service_statement(query, db, params, access.queryable_sources(), statement)
 
 
 def _data_statement(query: str, db: str, params: dict[str, Any] | None,

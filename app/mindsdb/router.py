@@ -12,11 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from mindsdb_sql_parser.ast import (
+    Delete,
     Describe,
     DropDatabase,
     DropTables,
     DropView,
     Identifier,
+    Insert,
     Join,
     Select,
     Set,
@@ -25,29 +27,38 @@ from mindsdb_sql_parser.ast import (
 )
 from mindsdb_sql_parser.ast.mindsdb import (
     AlterDatabase,
+    AlterKnowledgeBase,
     AlterView,
     CreateAgent,
     CreateDatabase,
+    CreateKnowledgeBase,
+    CreateKnowledgeBaseIndex,
     CreatePredictor,
     CreateSkill,
     CreateView,
     DropAgent,
+    DropKnowledgeBase,
+    DropKnowledgeBaseIndex,
     DropPredictor,
     DropSkill,
+    EvaluateKnowledgeBase,
     FinetunePredictor,
     RetrainPredictor,
 )
 
 from ..errors import ModelNotFound, ProjectNotFound
 from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
+from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
 from ..services import sqlviews as view_service
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.running import Statement
 from ..sql.sources import SourceRegistry
 from . import (
     agent_answers,
     databases,
     grants,
+    knowledge_bases,
     predictions,
     statements,
     tables,
@@ -81,13 +92,25 @@ _HANDLERS = {
     AlterView: views.alter_view,
     DropView: views.drop_view,
     Use: databases.use,
+    CreateKnowledgeBase: knowledge_bases.create,
+    DropKnowledgeBase: knowledge_bases.drop,
+    AlterKnowledgeBase: knowledge_bases.refuse,
+    CreateKnowledgeBaseIndex: knowledge_bases.refuse,
+    DropKnowledgeBaseIndex: knowledge_bases.refuse,
+    EvaluateKnowledgeBase: knowledge_bases.refuse,
+    # INSERT INTO / DELETE FROM a knowledge base; any other table: None, the data path
+    Insert: knowledge_bases.insert,
+    Delete: knowledge_bases.delete,
 }
 
 
 def service_statement(query: str, db: str, params: dict[str, Any] | None,
-                      registry: SourceRegistry) -> dict[str, Any] | None:
-    """The answer to a statement about the service's objects, or None for the data path."""
-    ctx = Context(db=db, registry=registry, params=params)
+                      registry: SourceRegistry, statement: Statement | None = None
+                      ) -> dict[str, Any] | None:
+    """The answer to a statement about the service's objects, or None for the data path.
+    ``statement``: the running statement (an insert into a knowledge base shows its
+    progress on it, and stops when it is cancelled)."""
+    ctx = Context(db=db, registry=registry, params=params, statement=statement)
     answer = grants.grant_statement(query, ctx)
     if answer is not None:
         return answer
@@ -109,7 +132,8 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
 # its syntax error is the answer (the data path would only say "CREATE is refused").
 _OWN_FIRST = {"SHOW", "DESCRIBE", "DESC", "RETRAIN", "FINETUNE", "EVALUATE", "USE"}
 _OWN_VERBS = {"CREATE", "DROP", "ALTER", "UPDATE"}
-_OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT", "VIEW"}
+_OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT", "VIEW",
+                "KNOWLEDGE_BASE"}
 
 
 def _parse(query: str) -> Any | None:
@@ -146,7 +170,12 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if name.lower() in PROJECT_TABLES:
         relation = tables.project_table(project, name, alias)
         return statements.select_table(statement, relation, ctx)
+    if name.lower() == "knowledge_bases" and not kb_service.is_knowledge_base(project, name):
+        relation = tables.knowledge_bases_table([project], alias or "knowledge_bases")
+        return statements.select_table(statement, relation, ctx)
     model = _model(project, name)
+    if model is None and kb_service.is_knowledge_base(project, name):
+        return knowledge_bases.select(statement, project, name, alias, ctx)
     if model is None:
         answered = _prediction_view(statement, project, name, alias, ctx)
         if answered is not None:
@@ -154,7 +183,7 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         answered = agent_answers.answer_statement(statement, project, name, alias, ctx)
         if answered is not None:
             return answered
-        unsupported.refuse_table(name)  # p.jobs, p.knowledge_bases …
+        unsupported.refuse_table(name)  # p.jobs, p.triggers …
         return None
     return predictions.predict_from_literals(statement, project, model, ctx)
 

@@ -172,11 +172,16 @@ def _show_kind(table: str):
     return handler
 
 
+def _show_knowledge_bases(statement: Show, ctx: Context) -> tuple[Relation, str]:
+    return tables.knowledge_bases_table([_shown_project(statement, ctx)]), "NAME"
+
+
 # SHOW SCHEMAS is SHOW DATABASES in MindsDB (as in MySQL).
 _SHOW = {"DATABASES": _show_databases, "SCHEMAS": _show_databases,
          "PROJECTS": _show_projects, "TABLES": _show_tables,
          "MODELS": _show_kind("models"), "PREDICTORS": _show_kind("models"),
-         "SKILLS": _show_kind("skills"), "AGENTS": _show_kind("agents")}
+         "SKILLS": _show_kind("skills"), "AGENTS": _show_kind("agents"),
+         "KNOWLEDGE_BASES": _show_knowledge_bases, "KNOWLEDGE BASES": _show_knowledge_bases}
 
 
 # --- SELECT over a catalogue table -----------------------------------------------------------

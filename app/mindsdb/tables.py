@@ -17,6 +17,7 @@ from ..rules.secrets import mask
 from ..services import access, audit
 from ..services import agents as agent_service
 from ..services import databases as database_service
+from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
 from ..services import projects as project_service
 from ..services import skills as skill_service
@@ -25,7 +26,7 @@ from ..store import MLModel
 from .errors import service_errors
 from .relation import Relation
 
-INFO_TABLES = ("databases", "models", "skills", "agents")
+INFO_TABLES = ("databases", "models", "skills", "agents", "knowledge_bases")
 
 MODEL_COLUMNS = ["NAME", "ENGINE", "PROJECT", "ACTIVE", "VERSION", "STATUS", "ACCURACY",
                  "PREDICT", "UPDATE_STATUS", "MINDSDB_VERSION", "ERROR", "SELECT_DATA_QUERY",
@@ -38,6 +39,24 @@ MODEL_RECORD_COLUMNS = ["NAME", "ENGINE", "PROJECT", "ACTIVE", "VERSION", "STATU
 SKILL_COLUMNS = ["NAME", "PROJECT", "TYPE", "PARAMS"]
 AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL_NAME", "SKILLS", "PARAMS"]
 DATABASE_COLUMNS = ["NAME", "TYPE", "ENGINE", "CONNECTION_DATA"]
+KNOWLEDGE_BASE_COLUMNS = ["NAME", "PROJECT", "EMBEDDING_MODEL", "RERANKING_MODEL", "STORAGE",
+                          "METADATA_COLUMNS", "CONTENT_COLUMNS", "ID_COLUMN", "PARAMS",
+                          "DOCUMENTS", "CHUNKS"]
+
+
+def knowledge_base_row(kb: dict[str, Any]) -> tuple[Any, ...]:
+    """A knowledge base (the service's description) as SHOW KNOWLEDGE_BASES shows it."""
+    return (kb["name"], kb["project"], kb["embedding_model"], None, None,
+            kb["metadata_columns"], kb["content_columns"], kb["id_column"], kb["params"],
+            kb["documents"], kb["chunks"])
+
+
+def knowledge_bases_table(projects: list[str], qualifier: str | None = None) -> Relation:
+    """SHOW KNOWLEDGE_BASES, p.knowledge_bases and information_schema.knowledge_bases."""
+    with service_errors():
+        rows = [knowledge_base_row(kb) for project in projects
+                for kb in kb_service.list_knowledge_bases(project)]
+    return Relation.of(KNOWLEDGE_BASE_COLUMNS, rows, qualifier)
 
 
 def _json(value: Any) -> str:
@@ -122,6 +141,8 @@ def info_schema_table(table: str, registry: SourceRegistry) -> Relation:
     name = table.lower()
     if name == "databases":
         return databases_table(registry)
+    if name == "knowledge_bases":
+        return knowledge_bases_table(project_names(), name)
     builders = {"models": models_table, "skills": skills_table, "agents": agents_table}
     return builders[name](project_names(), name)
 

@@ -13,20 +13,14 @@ from typing import Any
 
 from mindsdb_sql_parser.ast import Show
 from mindsdb_sql_parser.ast.mindsdb import (
-    AlterKnowledgeBase,
     CreateChatBot,
     CreateJob,
-    CreateKnowledgeBase,
-    CreateKnowledgeBaseIndex,
     CreateMLEngine,
     CreateTrigger,
     DropChatBot,
     DropJob,
-    DropKnowledgeBase,
-    DropKnowledgeBaseIndex,
     DropMLEngine,
     DropTrigger,
-    EvaluateKnowledgeBase,
     UpdateChatBot,
 )
 
@@ -46,10 +40,6 @@ MISSING = (
     Missing("JOBS", "JOB", ("jobs", "jobs_history"), (CreateJob, DropJob),
             "run scheduled statements from your own scheduler (cron …) through "
             "POST /api/sql/query"),
-    Missing("KNOWLEDGE_BASES", "KNOWLEDGE_BASE", ("knowledge_bases",),
-            (CreateKnowledgeBase, AlterKnowledgeBase, DropKnowledgeBase,
-             CreateKnowledgeBaseIndex, DropKnowledgeBaseIndex, EvaluateKnowledgeBase),
-            "Quarry keeps skills and agents, not the knowledge bases they name"),
     Missing("ML_ENGINES", "ML_ENGINE", ("ml_engines",), (CreateMLEngine, DropMLEngine),
             "models are trained with scikit-learn (CREATE MODEL … USING engine = 'sklearn')"),
     Missing("TRIGGERS", "TRIGGER", ("triggers",), (CreateTrigger, DropTrigger),

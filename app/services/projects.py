@@ -5,9 +5,10 @@ from sqlalchemy.exc import IntegrityError
 
 from ..errors import Conflict, NameReserved, ProjectNotEmpty, ProjectNotFound
 from ..extensions import db
+from ..kb.index import current_index
 from ..rules.names import DEFAULT_PROJECT, lookup_key, name_key, validate_database_name
 from ..sql.sources import current_sources
-from ..store import Agent, DatabaseName, MLModel, Project, Skill
+from ..store import Agent, DatabaseName, KnowledgeBase, MLModel, Project, Skill
 from . import access, audit
 from . import databases as database_service
 from .common import commit, delete_or_gone
@@ -66,7 +67,8 @@ def create_project(name: str) -> Project:
 def project_contents(project: Project) -> dict[str, list[str]]:
     """Names of the models, skills and agents a project holds, by kind."""
     contents = {}
-    for kind, entity in (("models", MLModel), ("skills", Skill), ("agents", Agent)):
+    for kind, entity in (("models", MLModel), ("skills", Skill), ("agents", Agent),
+                         ("knowledge_bases", KnowledgeBase)):
         names = db.session.scalars(select(entity.name).where(entity.project_id == project.id)
                                    .order_by(entity.id)).all()
         if names:
@@ -92,8 +94,14 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
                                                             **contents}, None)
     db.session.execute(db.delete(DatabaseName).where(
         DatabaseName.name_key == project.name_key, DatabaseName.kind == "project"))
+    # The knowledge bases' rows go with the project; their tables in the index file after.
+    uids = list(db.session.scalars(select(KnowledgeBase.uid)
+                                   .where(KnowledgeBase.project_id == project.id)))
     delete_or_gone(db.delete(Project).where(Project.id == project.id),
                    lambda: ProjectNotFound(name))
+    index = current_index()
+    for uid in uids:
+        index.drop(uid)
 
 
 def shadowed_projects() -> list[str]:

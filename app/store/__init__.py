@@ -6,6 +6,7 @@ from .auth import ApiToken, LoginFailure, User, UserSession
 from .catalog import CatalogVersion
 from .console import ConsoleHistory, SavedQuery
 from .data_source import DatabaseName, DataSourceRecord
+from .knowledge_base import KnowledgeBase
 from .ml_model import MLModel
 from .project import Project
 from .running_query import RunningQuery
@@ -14,7 +15,7 @@ from .sql_view import SqlView
 from .uploaded_file import UploadedFile
 
 __all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "CatalogVersion", "ConsoleHistory",
-           "DatabaseName", "DataSourceRecord", "LoginFailure", "MLModel", "Project",
-           "ProjectMember",
+           "DatabaseName", "DataSourceRecord", "KnowledgeBase", "LoginFailure", "MLModel",
+           "Project", "ProjectMember",
            "RunningQuery", "SavedQuery", "Skill", "SourceGrant", "SqlView", "UploadedFile", "User",
            "UserSession"]

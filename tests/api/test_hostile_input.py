@@ -111,6 +111,8 @@ BODY_ROUTES = [
     ("POST", "/mcp/projects/p1/agents/a1"),
     ("POST", "/api/projects/p1/views"),
     ("PUT", "/api/projects/p1/views/p1"),
+    ("POST", "/api/projects/p1/knowledge_bases"),
+    ("PUT", "/api/projects/p1/knowledge_bases/p1"),
 ]
 
 

@@ -101,6 +101,10 @@ def _prepare_view(m, tag):
     m.admin("POST", "/api/projects/p/views", _view(f"d_{tag}"))
 
 
+def _prepare_knowledge_base(m, tag):
+    m.admin("POST", "/api/projects/p/knowledge_bases", {"knowledge_base": {"name": f"d_{tag}"}})
+
+
 def _view(name: str) -> dict[str, Any]:
     return {"view": {"name": name, "query": "SELECT 1 AS x"}}
 
@@ -212,14 +216,15 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
         ("files.delete_file", "DELETE"): Case((200, 403, 403, 403, 403, 401),
                                               f"/api/files/f_{tag}",
                                               prepare=_prepare_file),
-        ("unsupported.knowledge_bases", "GET"): Case(NOT_SUPPORTED, f"{P}/knowledge_bases"),
-        ("unsupported.knowledge_bases", "POST"): Case(NOT_SUPPORTED, f"{P}/knowledge_bases",
-                                                      {}),
-        ("unsupported.knowledge_base", "GET"): Case(NOT_SUPPORTED, f"{P}/knowledge_bases/k"),
-        ("unsupported.knowledge_base", "PUT"): Case(NOT_SUPPORTED, f"{P}/knowledge_bases/k",
-                                                    {}),
-        ("unsupported.knowledge_base", "DELETE"): Case(NOT_SUPPORTED,
-                                                       f"{P}/knowledge_bases/k"),
+        ("knowledge_bases.list_knowledge_bases", "GET"): Case(READ, f"{P}/knowledge_bases"),
+        ("knowledge_bases.create_knowledge_base", "POST"): Case(
+            CREATE, f"{P}/knowledge_bases", {"knowledge_base": {"name": f"k_{tag}"}}),
+        ("knowledge_bases.get_knowledge_base", "GET"): Case(READ, f"{P}/knowledge_bases/k"),
+        ("knowledge_bases.insert_into_knowledge_base", "PUT"): Case(
+            WRITE, f"{P}/knowledge_bases/k",
+            {"knowledge_base": {"rows": [{"id": tag, "content": "a note"}]}}),
+        ("knowledge_bases.delete_knowledge_base", "DELETE"): Case(
+            DELETE, f"{P}/knowledge_bases/d_{tag}", prepare=_prepare_knowledge_base),
         ("unsupported.knowledge_base_completion", "POST"): Case(
             NOT_SUPPORTED, f"{P}/knowledge_bases/k/completions", {}),
         ("tree.list_tree", "GET"): Case(SIGNED, "/api/tree"),
@@ -309,6 +314,7 @@ def matrix(make_auth_app, session_dir) -> Matrix:
     m.admin("POST", "/api/projects/p/agents", _agent("a"))
     m.admin("POST", "/api/databases", _database(RDB))
     m.admin("POST", "/api/projects/p/views", _view("v"))
+    m.admin("POST", "/api/projects/p/knowledge_bases", {"knowledge_base": {"name": "k"}})
     return m
 
 

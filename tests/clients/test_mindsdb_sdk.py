@@ -209,7 +209,7 @@ def test_model_versions(url):
 
 
 def test_objects_quarry_does_not_have_say_so(url):
-    """jobs, knowledge bases, ML engines, triggers and chatbots: the sdk's own calls
+    """jobs, ML engines, triggers and chatbots: the sdk's own calls
     raise with Quarry's sentence, not "names no data source" or "No such endpoint"."""
     server = mindsdb_sdk.connect(url)
     project = server.get_project("mindsdb")
@@ -218,11 +218,8 @@ def test_objects_quarry_does_not_have_say_so(url):
                  lambda: project.drop_job("j1")):
         with pytest.raises(RuntimeError, match="^JOBS are not supported by Quarry"):
             call()
-    # Views are served (tests/clients/test_mindsdb_sdk_files.py).
-    with pytest.raises(requests.HTTPError,
-                       match="KNOWLEDGE_BASES are not supported by Quarry") as error:
-        project.knowledge_bases.list()
-    assert error.value.response.status_code == 501
+    # Views are served (tests/clients/test_mindsdb_sdk_files.py), knowledge bases too
+    # (test_knowledge_bases_end_to_end).
     for call in (server.ml_engines.list,
                  lambda: server.ml_engines.create("e1", "openai", {"api_key": "sk-x"}),
                  lambda: server.ml_engines.drop("e1")):
@@ -236,6 +233,30 @@ def test_objects_quarry_does_not_have_say_so(url):
             project.query(sql).fetch()
     # Everything else still works on the same connection.
     assert len(project.query("SELECT * FROM demo.iris LIMIT 2").fetch()) == 2
+
+
+def test_knowledge_bases_end_to_end(url):
+    """knowledge_bases.create/get/list/drop, kb.insert(DataFrame | rows | Query) and
+    kb.find(text, limit).fetch(), on the embedded model, through gunicorn."""
+    server = mindsdb_sdk.connect(url)
+    project = server.get_project("mindsdb")
+    kb = project.knowledge_bases.create("sdk_kb", metadata_columns=["team"])
+    assert kb.name == "sdk_kb" and kb.metadata_columns == ["team"]
+    kb.insert(pd.DataFrame([
+        {"id": 1, "content": "The VPN needs a new certificate every year.", "team": "it"},
+        {"id": 2, "content": "Holidays are requested in the HR portal.", "team": "hr"}]))
+    kb.insert([{"id": 3, "content": "Expense reports are due by the fifth.", "team": "fin"}])
+    kb.insert(server.databases.demo.query("SELECT 4 AS id, 'Setosa flowers have short "
+                                          "petals.' AS content, 'bio' AS team "
+                                          "FROM demo.iris LIMIT 1"))
+    found = kb.find("how do I ask for days off", limit=2).fetch()
+    assert list(found.columns[:3]) == ["id", "chunk_id", "chunk_content"]
+    assert len(found) == 2 and str(found["id"].iloc[0]) == "2"
+    assert [k.name for k in project.knowledge_bases.list()] == ["sdk_kb"]
+    assert project.knowledge_bases.get("sdk_kb").id_column == "id"
+    assert len(project.query("SELECT * FROM sdk_kb").fetch()) == 4
+    project.knowledge_bases.drop("sdk_kb")
+    assert project.knowledge_bases.list() == []
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,11 @@ def server(tmp_path_factory, sqlite_template):
         with serving(env, tmp) as live:
             admin = {"Authorization": f"Bearer {tokens['alice']}"}
             for statement in ("GRANT query ON DATABASE pg TO bob",
-                              "GRANT viewer ON PROJECT mindsdb TO bob", CREATE_MODEL):
+                              "GRANT viewer ON PROJECT mindsdb TO bob", CREATE_MODEL,
+                              "CREATE KNOWLEDGE_BASE mindsdb.handbook",
+                              "INSERT INTO mindsdb.handbook (id, content) VALUES "
+                              "(1, 'Refunds are paid back within ten days.'), "
+                              "(2, 'The office opens at eight in the morning.')"):
                 answer = requests.post(live.url + "/api/sql/query", headers=admin,
                                        json={"query": statement}, timeout=120).json()
                 assert answer["type"] != "error", answer
@@ -104,8 +108,12 @@ def server(tmp_path_factory, sqlite_template):
                         "params": {"database": "pg", "tables": ["orders"]}}}),
                     ("/api/projects/mindsdb/skills", {"skill": {
                         "name": "docs", "type": "retrieval", "params": {"source": "kb"}}}),
+                    ("/api/projects/mindsdb/skills", {"skill": {
+                        "name": "handbook", "type": "knowledge_base",
+                        "params": {"source": "handbook"}}}),
                     ("/api/projects/mindsdb/agents", {"agent": {
-                        "name": "analyst", "model_name": "m", "skills": ["orders_sql", "docs"]}})):
+                        "name": "analyst", "model_name": "m",
+                        "skills": ["orders_sql", "docs", "handbook"]}})):
                 made = requests.post(live.url + path, headers=admin, json=body, timeout=30)
                 assert made.status_code == 201, made.text
             yield {"url": live.url, "tokens": tokens}
@@ -148,7 +156,8 @@ def test_the_official_client_connects_and_lists_the_tools(server):
             return client.session.protocol_version, names  # noqa: B023
     version, names = asyncio.run(run())
     assert version in HANDSHAKE_PROTOCOL_VERSIONS  # auto mode fell back to the handshake
-    assert names == ["list_databases", "query", "list_tables", "describe_model", "predict"]
+    assert names == ["list_databases", "query", "list_tables", "describe_model",
+                     "search_knowledge_base", "predict"]
 
 
 @pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
@@ -223,6 +232,10 @@ def test_each_tool_as_a_member(server):
         ("describe_model", {"model": "flowers"}),
         ("predict", {"model": "flowers", "data": {"sepal_length": 5.1, "sepal_width": 3.5,
                                                   "petal_length": 1.4, "petal_width": 0.2}}),
+        ("search_knowledge_base", {"knowledge_base": "handbook", "text": "opening hours",
+                                   "hybrid_search_alpha": 0.5}),
+        ("search_knowledge_base", {"knowledge_base": "nowhere", "text": "x"}),
+        ("search_knowledge_base", {"knowledge_base": "handbook", "text": "x", "limit": 0}),
     ]))
     databases = _table(results[0])
     assert databases["columns"] == ["Database"]  # SHOW DATABASES, as MindsDB answers it
@@ -241,6 +254,9 @@ def test_each_tool_as_a_member(server):
     assert described["rows"] and "accuracies" in described["columns"]
     predicted = _table(results[5])
     assert predicted["rows"][0][predicted["columns"].index("species")] == "setosa"
+    found = _table(results[6])
+    assert found["rows"][0][:2] == ["2", "2:1of1:0to41"] and len(found["rows"]) == 2
+    assert "nowhere" in _error(results[7]) and "limit" in _error(results[8])
 
 
 def test_errors_are_tool_errors_with_the_sql_endpoints_message(server):
@@ -327,7 +343,7 @@ def test_an_agents_skills_are_its_tools(server):
         async with _client(server, "bob", AGENT) as client:
             return (await client.list_tools()).tools
     tools = {t.name: t for t in asyncio.run(run())}
-    assert sorted(tools) == ["query_orders_sql", "skill_docs"]
+    assert sorted(tools) == ["query_orders_sql", "search_handbook", "skill_docs"]
     # Described with its tables' columns, so that a model can write SQL for them.
     assert "orders(id integer, item text, amount numeric)" in tools["query_orders_sql"].description
     assert "cannot run" in tools["skill_docs"].description
@@ -335,10 +351,14 @@ def test_an_agents_skills_are_its_tools(server):
         ("query_orders_sql", {"query": "SELECT count(*) AS n FROM orders"}),
         ("query_orders_sql", {"query": "SELECT o.id FROM public.orders o WHERE o.id = 2"}),
         ("skill_docs", {}),
+        ("search_handbook", {"text": "when do I get my money back", "limit": 1}),
     ], path=AGENT))
     assert _table(results[0])["rows"] == [[30]]
     assert _table(results[1])["rows"] == [[2]]
     assert "cannot run yet" in _error(results[2])
+    found = _table(results[3])
+    assert found["columns"][:3] == ["id", "chunk_id", "chunk_content"]
+    assert [row[0] for row in found["rows"]] == ["1"]
 
 
 @pytest.mark.parametrize("statement", [
@@ -440,6 +460,28 @@ def _complete(server, agent: str, question: str, user: str = "bob", stream: bool
     return requests.post(server["url"] + path, timeout=60,
                          headers={"X-Api-Key": server["tokens"][user]},
                          json={"messages": [{"question": question, "answer": None}]})
+
+
+def test_an_agent_searches_its_knowledge_base_in_the_completion_loop(server, llm):
+    made = requests.post(server["url"] + "/api/projects/mindsdb/agents", timeout=30,
+                         headers={"X-Api-Key": server["tokens"]["alice"]},
+                         json={"agent": {"name": "reader", "model_name": "m",
+                                         "skills": ["handbook"],
+                                         "model": {"base_url": llm.url, "model_name": "reader",
+                                                   "api_key": LLM_KEY}}})
+    assert made.status_code == 201, made.text
+    llm.scripts["reader"] = [
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "k1", "type": "function", "function": {
+                "name": "search_handbook",
+                "arguments": json.dumps({"text": "money back", "limit": 1})}}]},
+        _say("Within ten days.")]
+    answer = _complete(server, "reader", "When are refunds paid?")
+    assert answer.status_code == 200, answer.text
+    # The chunk went back to the model with its document id.
+    tool_messages = [m for m in llm.seen[-1]["body"]["messages"] if m["role"] == "tool"]
+    assert tool_messages and "Refunds are paid back within ten days." in \
+        tool_messages[-1]["content"] and '"1:1of1:0to38"' in tool_messages[-1]["content"]
 
 
 def test_an_agent_answers_through_its_model_and_shows_its_statements(server, llm):

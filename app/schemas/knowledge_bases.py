@@ -1,0 +1,90 @@
+"""Knowledge bases (/api/projects/<p>/knowledge_bases, CREATE KNOWLEDGE_BASE … USING):
+MindsDB's shapes."""
+
+from marshmallow import Schema, fields, validate
+
+from .common import InputSchema, JsonObject, JsonObjects, Name, NonEmptyString
+
+PROVIDERS = ("quarry", "openai")
+
+
+class ChunkingFields(InputSchema):
+    chunk_size = fields.Integer(validate=validate.Range(min=10, max=100_000),
+                                load_default=1000)
+    chunk_overlap = fields.Integer(validate=validate.Range(min=0, max=99_999),
+                                   load_default=200)
+
+
+class PreprocessingFields(InputSchema):
+    text_chunking_config = fields.Nested(ChunkingFields, load_default=lambda: {
+        "chunk_size": 1000, "chunk_overlap": 200})
+
+
+class EmbeddingFields(InputSchema):
+    # "quarry": the embedded all-MiniLM-L6-v2; "openai": any OpenAI-compatible endpoint
+    # an administrator listed (QUARRY_EMBEDDING_ENDPOINTS).
+    provider = fields.String(validate=validate.OneOf(PROVIDERS), load_default="quarry")
+    model_name = NonEmptyString()
+    model = NonEmptyString()  # mindsdb_sdk's spelling
+    base_url = fields.String(validate=validate.Length(min=1, max=2048))
+    api_key = fields.String(validate=validate.Length(max=4096), load_only=True)
+
+
+class KnowledgeBaseOptions(InputSchema):
+    """CREATE KNOWLEDGE_BASE's USING, and the REST body's fields beside the name."""
+
+    content_columns = fields.List(NonEmptyString(), validate=validate.Length(min=1, max=64))
+    metadata_columns = fields.List(NonEmptyString(), validate=validate.Length(max=256))
+    id_column = NonEmptyString()
+    preprocessing = fields.Nested(PreprocessingFields)
+    embedding_model = fields.Nested(EmbeddingFields)
+    # Reranking is not run yet: false/null/absent only (a model given is refused, 422).
+    reranking_model = fields.Raw(allow_none=True)
+    storage = fields.Raw(allow_none=True)
+    params = JsonObject(allow_none=True)
+
+
+class KnowledgeBaseFields(KnowledgeBaseOptions):
+    name = Name(required=True)
+
+
+class KnowledgeBaseIn(InputSchema):
+    knowledge_base = fields.Nested(KnowledgeBaseFields, required=True)
+
+
+class KnowledgeBaseRows(InputSchema):
+    rows = JsonObjects(message="rows: a JSON object or a list of them")
+    query = fields.String(validate=validate.Length(min=1, max=1_000_000))
+    params = JsonObject(allow_none=True)
+
+
+class KnowledgeBasePut(InputSchema):
+    knowledge_base = fields.Nested(KnowledgeBaseRows, required=True)
+
+
+class EmbeddingOut(Schema):
+    provider = fields.String()
+    model_name = fields.String()
+    base_url = fields.String(allow_none=True)
+
+
+class KnowledgeBaseOut(Schema):
+    name = fields.String()
+    project = fields.String()
+    embedding_model = fields.Nested(EmbeddingOut)
+    reranking_model = fields.Raw(allow_none=True)
+    vector_database = fields.String(allow_none=True)
+    vector_database_table = fields.String(allow_none=True)
+    content_columns = fields.List(fields.String())
+    metadata_columns = fields.List(fields.String(), allow_none=True)
+    id_column = fields.String()
+    params = fields.Dict()
+    documents = fields.Integer(metadata={"description": "documents (ids) held"})
+    chunks = fields.Integer()
+    created_at = fields.DateTime()
+    updated_at = fields.DateTime()
+
+
+class InsertOut(Schema):
+    rows = fields.Integer(metadata={"description": "rows inserted (upserted by id)"})
+    chunks = fields.Integer()

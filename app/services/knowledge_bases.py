@@ -1,0 +1,405 @@
+"""Knowledge bases: a project's text, searchable by meaning and by words, and their rules.
+
+- names are unique per project (a unique key), creating, inserting and deleting need the
+  right to change the project; listing, describing and searching, the right to read it (its
+  members, as they use models); a user outside the project neither sees nor searches one;
+- what an INSERT … SELECT reads is read with the inserter's own rights, through the one
+  read-only data path (views expanded where they are named), as a training reads its rows;
+- the settings are kept in the store; the chunks, their vectors and words in the index file
+  (``app/kb/index.py``); an id inserted again has its chunks replaced;
+- embeddings come from the embedded model (no network), or from an OpenAI-compatible
+  endpoint only when its base URL is one an administrator listed (EMBEDDING_ENDPOINTS): any
+  other is refused before any request is made (no SSRF); its key is encrypted at rest and
+  never shown;
+- creations, inserts (with their row counts), deletions and drops are in the audit log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import delete, select
+
+from ..errors import BadRequest, NameTaken, ObjectNotFound, Unprocessable
+from ..extensions import db
+from ..federation import run as federation
+from ..kb.embeddings import (
+    LOCAL_MODEL,
+    LOCAL_PROVIDER,
+    EmbeddingError,
+    EndpointModel,
+    local_model,
+)
+from ..kb.index import Chunk, Filter, Hit, current_index, split_text
+from ..rules.names import lookup_key, name_key, validate_name
+from ..sql.errors import SqlError
+from ..store import KnowledgeBase, Project
+from . import access, audit
+from . import sqlviews as view_service
+from .common import commit, delete_or_gone
+from .credentials import InvalidToken, current_keyring
+from .projects import get_project
+
+DEFAULT_LIMIT = 10
+# The columns of a search's answer, in MindsDB's order.
+HIT_COLUMNS = ("id", "chunk_id", "chunk_content", "metadata", "distance", "relevance")
+# Documents embedded and written per transaction: a failure keeps the batches before it.
+_BATCH_ROWS = 64
+
+
+class KnowledgeBaseNotFound(ObjectNotFound):
+    kind = "Knowledge base"
+    title = "Knowledge base not found"
+
+
+def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
+                          ) -> dict[str, Any]:
+    """Create knowledge base ``project.name`` with ``options`` (KnowledgeBaseOptions, loaded)."""
+    validate_name("knowledge base", name)
+    project = get_project(project_name, "write")
+    if options.get("storage"):
+        raise Unprocessable("storage: Quarry keeps knowledge bases in its own index file "
+                            "(QUARRY_KB_DIR); no other vector store can be named yet",
+                            title="Invalid knowledge base", errors={"storage": ["not supported"]})
+    if options.get("reranking_model"):
+        raise Unprocessable("reranking_model: reranking is not available yet; leave it out or "
+                            "give false", title="Invalid knowledge base",
+                            errors={"reranking_model": ["not supported"]})
+    if _find(project, name) is not None:
+        raise NameTaken("Knowledge base", name, project.name)
+    embedding, api_key = _embedding(options.get("embedding_model") or {})
+    chunking = (options.get("preprocessing") or {}).get(
+        "text_chunking_config", {"chunk_size": 1000, "chunk_overlap": 200})
+    if chunking["chunk_overlap"] >= chunking["chunk_size"]:
+        raise Unprocessable("preprocessing: chunk_overlap must be smaller than chunk_size",
+                            title="Invalid knowledge base",
+                            errors={"chunk_overlap": ["not below chunk_size"]})
+    row = KnowledgeBase(
+        project_id=project.id, name=name, name_key=name_key(name), uid=uuid.uuid4().hex,
+        params={"content_columns": options.get("content_columns") or ["content"],
+                "metadata_columns": options.get("metadata_columns"),
+                "id_column": options.get("id_column") or "id", **chunking},
+        embedding=embedding, api_key=api_key)
+    db.session.add(row)
+    audit.record_change("knowledge_base", "create", f"{project.name}.{name}", None,
+                        _settings(row))
+    commit(lambda: NameTaken("Knowledge base", name, project.name))
+    current_index().create(row.uid)
+    return _entry(row, project, counts=(0, 0))
+
+
+def _embedding(given: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The stored embedding settings and the encrypted key, or 422."""
+    provider = given.get("provider", LOCAL_PROVIDER)
+    model_name = given.get("model_name") or given.get("model")
+    if provider == LOCAL_PROVIDER:
+        if model_name not in (None, LOCAL_MODEL) or given.get("base_url"):
+            raise Unprocessable(f"embedding_model: the embedded provider '{LOCAL_PROVIDER}' "
+                                f"runs {LOCAL_MODEL} only, with no base_url",
+                                title="Invalid embedding model")
+        return {"provider": LOCAL_PROVIDER, "model_name": LOCAL_MODEL}, None
+    base_url = (given.get("base_url") or "").rstrip("/")
+    if not base_url or not model_name:
+        raise Unprocessable("embedding_model: provider 'openai' needs model_name and base_url "
+                            "(an OpenAI-compatible endpoint, e.g. http://host:11434/v1)",
+                            title="Invalid embedding model")
+    _require_listed(base_url)
+    api_key = given.get("api_key")
+    if api_key:
+        keyring = current_keyring()
+        if keyring is None:
+            raise Unprocessable("embedding_model: an api_key is kept encrypted, but "
+                                "QUARRY_ENCRYPTION_KEY is not set (see the README)",
+                                title="Invalid embedding model")
+        api_key = keyring.encrypt(api_key)
+    return {"provider": "openai", "model_name": model_name, "base_url": base_url}, \
+        api_key or None
+
+
+def _require_listed(base_url: str) -> None:
+    # The model endpoint the administrator set for agents (QUARRY_LLM_BASE_URL) is listed too.
+    configured = [current_app.config["EMBEDDING_ENDPOINTS"] or "",
+                  current_app.config["LLM_BASE_URL"] or ""]
+    listed = [u.strip().rstrip("/") for text in configured for u in text.split(",")
+              if u.strip()]
+    if base_url not in listed:
+        raise Unprocessable(f"embedding_model: base_url {base_url} is not an embedding "
+                            "endpoint the administrator listed (QUARRY_EMBEDDING_ENDPOINTS: "
+                            f"{', '.join(listed) or 'none'})", title="Endpoint not allowed",
+                            errors={"base_url": ["not listed"]})
+
+
+def drop_knowledge_base(project_name: str, name: str) -> None:
+    project = get_project(project_name, "write")
+    row = _require(project, name)
+    uid = row.uid
+    audit.record_change("knowledge_base", "drop", f"{project.name}.{row.name}",
+                        _settings(row), None)
+    delete_or_gone(delete(KnowledgeBase).where(KnowledgeBase.id == row.id),
+                   lambda: KnowledgeBaseNotFound(name, project.name))
+    current_index().drop(uid)
+
+
+def list_knowledge_bases(project_name: str) -> list[dict[str, Any]]:
+    project = get_project(project_name, "read")
+    rows = db.session.scalars(select(KnowledgeBase).where(KnowledgeBase.project_id ==
+                                                          project.id)
+                              .order_by(KnowledgeBase.name_key))
+    return [_entry(row, project) for row in rows]
+
+
+def get_knowledge_base(project_name: str, name: str) -> dict[str, Any]:
+    project = get_project(project_name, "read")
+    return _entry(_require(project, name), project)
+
+
+def is_knowledge_base(project_name: str, name: str) -> bool:
+    """Whether the caller may read a knowledge base ``project.name`` (a name it cannot see
+    is then read as something else)."""
+    if not lookup_key(name):
+        return False
+    return _find(get_project(project_name, "read"), name) is not None
+
+
+Progress = Callable[[int], None]
+
+
+def insert(project_name: str, name: str, *, rows: Any = None, query: str | None = None
+           ) -> dict[str, int]:
+    """PUT …/knowledge_bases/<kb>: ``rows`` (an object or a list of them) or ``query``."""
+    if (rows is None) == (query is None):
+        raise Unprocessable("Give either rows or query (not both)", title="Invalid insert")
+    if query is not None:
+        return insert_query(project_name, name, query)
+    return insert_rows(project_name, name, [rows] if isinstance(rows, dict) else rows)
+
+
+def insert_rows(project_name: str, name: str, rows: Sequence[dict[str, Any]],
+                progress: Progress | None = None) -> dict[str, int]:
+    """Insert (upsert by id) ``rows``; {"rows": n, "chunks": m}. ``progress`` is called
+    with the rows written after each batch (and may raise to stop the insert there)."""
+    project = get_project(project_name, "write")
+    row = _require(project, name)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    return _ingest(project, row, columns, [[r.get(c) for c in columns] for r in rows],
+                   progress)
+
+
+def insert_query(project_name: str, name: str, query: str, context: str | None = None,
+                 progress: Progress | None = None) -> dict[str, int]:
+    """Insert the rows of ``query`` (a SELECT on data sources, files or views), read with
+    the caller's rights; ``context``: the database bare table names are in."""
+    project = get_project(project_name, "write")
+    row = _require(project, name)
+    registry = access.queryable_sources()
+    source = context if context is not None and registry.get(context) is not None else None
+    expanded = view_service.expand(query, None if source else context, registry) or query
+    cap = current_app.config["KB_INSERT_MAX_ROWS"]
+    try:
+        columns, records = federation.read_rows(
+            expanded, registry, source, max_rows=cap,
+            timeout_s=current_app.config["SQL_TIMEOUT_S"])
+    except SqlError as exc:
+        raise Unprocessable(f"The rows to insert cannot be read: {exc.message}",
+                            title="Invalid insert") from None
+    return _ingest(project, row, list(columns), [list(r) for r in records], progress)
+
+
+def _ingest(project: Project, row: KnowledgeBase, columns: list[str],
+            records: list[list[Any]], progress: Progress | None) -> dict[str, int]:
+    cap = current_app.config["KB_INSERT_MAX_ROWS"]
+    if len(records) > cap:
+        raise Unprocessable(f"{len(records)} rows given; one insert takes at most {cap} "
+                            "(QUARRY_KB_INSERT_MAX_ROWS)", title="Too many rows")
+    documents = _documents(row.params, columns, records)
+    embedder = _embedder(row)
+    index = current_index()
+    done_rows = done_chunks = 0
+    batches = [documents[i:i + _BATCH_ROWS] for i in range(0, len(documents), _BATCH_ROWS)]
+    for batch in batches:
+        chunks = [c for doc_id, text, meta in batch
+                  for c in _chunks(doc_id, text, meta, row.params)]
+        try:
+            vectors = embedder.embed([c.content for c in chunks])
+        except EmbeddingError as exc:
+            _audit_insert(project, row, done_rows, done_chunks)
+            progress = f" ({done_rows} of {len(documents)} rows were inserted before it)" \
+                if done_rows else " (no row was inserted)"
+            raise Unprocessable(exc.message + progress, title="Embedding failed") from None
+        index.upsert(row.uid, chunks, vectors)
+        done_rows += len(batch)
+        done_chunks += len(chunks)
+        if progress is not None:
+            try:
+                progress(done_rows)
+            except BaseException:  # stopped (cancelled): what was written is audited
+                _audit_insert(project, row, done_rows, done_chunks)
+                raise
+    _audit_insert(project, row, done_rows, done_chunks)
+    return {"rows": done_rows, "chunks": done_chunks}
+
+
+def _audit_insert(project: Project, row: KnowledgeBase, rows: int, chunks: int) -> None:
+    audit.record_change("knowledge_base", "insert", f"{project.name}.{row.name}", None,
+                        {"rows": rows, "chunks": chunks})
+    db.session.commit()
+
+
+def _documents(params: dict[str, Any], columns: list[str], records: list[list[Any]]
+               ) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, text, metadata) of each record, the last of each id only."""
+    position = {c.lower(): i for i, c in enumerate(columns)}
+    content = params["content_columns"]
+    missing = [c for c in content + (params["metadata_columns"] or [])
+               if c.lower() not in position]
+    if missing:
+        raise Unprocessable(f"Column(s) {', '.join(missing)} of the knowledge base are not "
+                            f"among the columns inserted: {', '.join(columns) or 'none'}",
+                            title="Invalid insert")
+    id_at = position.get(params["id_column"].lower())
+    content_at = [position[c.lower()] for c in content]
+    named = params["metadata_columns"]
+    meta_at = [(c, position[c.lower()]) for c in named] if named is not None else \
+        [(c, i) for i, c in enumerate(columns) if i not in content_at and i != id_at]
+    documents: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    for record in records:
+        parts = [str(record[i]) for i in content_at if record[i] is not None]
+        text = "\n".join(parts)
+        # Without an id column, a document is known by its text (as MindsDB does).
+        doc_id = str(record[id_at]) if id_at is not None and record[id_at] is not None \
+            else hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+        documents[doc_id] = (doc_id, text, {c: record[i] for c, i in meta_at})
+    return list(documents.values())
+
+
+def _chunks(doc_id: str, text: str, metadata: dict[str, Any], params: dict[str, Any]
+            ) -> list[Chunk]:
+    spans = split_text(text, params["chunk_size"], params["chunk_overlap"])
+    return [Chunk(doc_id, n, len(spans), start, end, text[start:end], metadata)
+            for n, (start, end) in enumerate(spans, 1)]
+
+
+def _embedder(row: KnowledgeBase) -> Any:
+    settings = row.embedding
+    if settings["provider"] == LOCAL_PROVIDER:
+        return local_model()
+    _require_listed(settings["base_url"])  # the list may have changed since the create
+    api_key = None
+    if row.api_key:
+        keyring = current_keyring()
+        try:
+            api_key = keyring.decrypt(row.api_key) if keyring is not None else None
+        except InvalidToken:
+            api_key = None
+        if api_key is None:
+            raise BadRequest("The embedding endpoint's key cannot be decrypted: "
+                             "QUARRY_ENCRYPTION_KEY lacks the key that encrypted it",
+                             title="Credentials unreadable")
+    return EndpointModel(settings["base_url"], settings["model_name"], api_key,
+                         current_app.config["EMBEDDING_TIMEOUT_S"])
+
+
+def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) -> int:
+    """Delete the documents the filters (on id and metadata) keep; how many."""
+    project = get_project(project_name, "write")
+    row = _require(project, name)
+    filters = _checked(row, filters)
+    index = current_index()
+    doc_ids = sorted({hit.chunk.doc_id for hit in index.listing(row.uid, filters, None)})
+    count = index.delete(row.uid, doc_ids)
+    audit.record_change("knowledge_base", "delete", f"{project.name}.{row.name}", None,
+                        {"rows": count})
+    db.session.commit()
+    return count
+
+
+def search(project_name: str, name: str, *, content: str | None,
+           filters: Sequence[Filter] = (), min_relevance: float | None = None,
+           alpha: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """The chunks best matching ``content`` (by meaning; with ``alpha``, fused with the
+    words' BM25 ranking), or without it, the chunks the filters keep."""
+    project = get_project(project_name, "read")
+    row = _require(project, name)
+    filters = _checked(row, filters)
+    index = current_index()
+    if limit == 0:
+        return []
+    if content is None:
+        hits = index.listing(row.uid, filters, limit)
+    else:
+        try:
+            vector = _embedder(row).embed([content])[0]
+        except EmbeddingError as exc:
+            raise Unprocessable(exc.message, title="Embedding failed") from None
+        hits = index.search(row.uid, vector, content, filters,
+                            limit=DEFAULT_LIMIT if limit is None else limit, alpha=alpha)
+    answer = [_hit(hit) for hit in hits]
+    if min_relevance is not None:
+        answer = [h for h in answer if h["relevance"] is not None
+                  and h["relevance"] >= min_relevance]
+    return answer
+
+
+def _hit(hit: Hit) -> dict[str, Any]:
+    distance = hit.distance
+    return {"id": hit.chunk.doc_id, "chunk_id": hit.chunk.chunk_id,
+            "chunk_content": hit.chunk.content, "metadata": hit.chunk.metadata,
+            "distance": distance,
+            # MindsDB's relevance of a distance
+            "relevance": None if distance is None else 1 / (1 + distance)}
+
+
+def _checked(row: KnowledgeBase, filters: Sequence[Filter]) -> list[Filter]:
+    """The filters, a condition on the id column (by its own name too) made one on the id;
+    Unprocessable for a column that is neither the id nor metadata."""
+    id_column = row.params["id_column"].lower()
+    named = row.params["metadata_columns"]
+    allowed = None if named is None else {c.lower() for c in named}
+    checked = []
+    for item in filters:
+        key = item.field.lower()
+        if key in ("id", id_column):
+            checked.append(Filter("id", item.op, item.value))
+            continue
+        if allowed is not None and key not in allowed:
+            raise Unprocessable(f"Column '{item.field}' is neither the id nor a metadata "
+                                f"column of the knowledge base ({', '.join(named) or 'none'})",
+                                title="Unknown column")
+        checked.append(item)
+    return checked
+
+
+def _find(project: Project, name: str) -> KnowledgeBase | None:
+    return db.session.scalar(select(KnowledgeBase).where(
+        KnowledgeBase.project_id == project.id,
+        KnowledgeBase.name_key == lookup_key(name)))
+
+
+def _require(project: Project, name: str) -> KnowledgeBase:
+    row = _find(project, name)
+    if row is None:
+        raise KnowledgeBaseNotFound(name, project.name)
+    return row
+
+
+def _settings(row: KnowledgeBase) -> dict[str, Any]:
+    return {"params": row.params, "embedding_model": row.embedding}
+
+
+def _entry(row: KnowledgeBase, project: Project,
+           counts: tuple[int, int] | None = None) -> dict[str, Any]:
+    documents, chunks = counts if counts is not None else current_index().counts(row.uid)
+    params = row.params
+    return {"name": row.name, "project": project.name, "embedding_model": row.embedding,
+            "reranking_model": None, "vector_database": None, "vector_database_table": None,
+            "content_columns": params["content_columns"],
+            "metadata_columns": params["metadata_columns"], "id_column": params["id_column"],
+            "params": {"preprocessing": {"text_chunking_config": {
+                "chunk_size": params["chunk_size"],
+                "chunk_overlap": params["chunk_overlap"]}}},
+            "documents": documents, "chunks": chunks,
+            "created_at": row.created_at, "updated_at": row.updated_at}
