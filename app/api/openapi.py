@@ -364,7 +364,8 @@ _LINKS: dict[str, tuple[tuple[str, ...], dict[str, dict[str, str]]]] = {
         follower: {"project": "$response.body#/name"}
         for follower in ("get_project", "delete_project", "create_skill", "list_agents",
                          "create_agent", "list_models", "create_model", "list_members",
-                         "list_saved_queries", "save_query", "list_views", "create_view")}),
+                         "list_saved_queries", "save_query", "list_views", "create_view",
+                         "list_knowledge_bases", "create_knowledge_base")}),
     "create_database": (("201",), dict.fromkeys(
         ("get_database", "update_database", "delete_database", "list_tables"),
         {"name": "$response.body#/name"})),
@@ -377,6 +378,9 @@ _LINKS: dict[str, tuple[tuple[str, ...], dict[str, dict[str, str]]]] = {
     "create_view": (("201",), dict.fromkeys(("get_view", "update_view", "delete_view"),
                                             {"project": "$request.path.project",
                                              "name": "$response.body#/name"})),
+    "create_knowledge_base": (("201",), dict.fromkeys(
+        ("get_knowledge_base", "insert_into_knowledge_base", "delete_knowledge_base"),
+        {"project": "$request.path.project", "name": "$response.body#/name"})),
     "create_model": (("201",), dict.fromkeys(
         ("get_model", "delete_model", "describe_model", "predict_model"), _IN_PROJECT)),
 }
