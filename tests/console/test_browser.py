@@ -11,6 +11,7 @@ import time
 import psycopg
 import pytest
 import requests
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -22,6 +23,10 @@ from tests.conftest import MARIADB_URL
 from tests.console.conftest import BIG_ROWS, PASSWORD, USER, reference_shot
 
 pytestmark = pytest.mark.slow
+
+# A wait that reads an element the page may render again meanwhile (a table filled again
+# after a save) looks it up again rather than failing on the old one.
+STALE = (StaleElementReferenceException,)
 
 
 def css(driver, selector: str, timeout: float = 15):
@@ -534,8 +539,9 @@ def test_an_agent_is_created_edited_and_deleted_with_its_secret_masked(
     assert form.find_element(By.NAME, "skills").get_attribute("value") == "agent_sql"
     fill(form, {"model_name": "gpt-4o-mini"})
     submit(form)
-    WebDriverWait(browser, 15).until(lambda d: "gpt-4o-mini" in d.find_element(
-        By.CSS_SELECTOR, "table[data-testid=agent-table] tr[data-name=console_agent]").text)
+    WebDriverWait(browser, 15, ignored_exceptions=STALE).until(
+        lambda d: "gpt-4o-mini" in d.find_element(
+            By.CSS_SELECTOR, "table[data-testid=agent-table] tr[data-name=console_agent]").text)
     edited = api(console_server, "GET", "/api/projects/mindsdb/agents/console_agent").json()
     assert edited["model_name"] == "gpt-4o-mini"
     assert edited["params"] == {"api_key": "********", "temperature": 0.2}
