@@ -13,11 +13,12 @@ serve: install
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist; one file stays in one process, so
 # its module fixtures are made once): its time goes mostly to waiting on PostgreSQL,
-# gunicorn, Celery workers and Chromium, so three processes keep a 2-core machine busy
-# where two left it half idle (CPU ~310 s in a 640 s run). TEST_WORKERS=0: one process.
+# gunicorn, Celery workers and Chromium, so more processes than cores keep a 2-core machine
+# busy: two left it half idle (CPU ~310 s in a 640 s run); on 2026-11-27's suite three took
+# 8 min 20 s and four 7 min 54 s on the same quiet machine. TEST_WORKERS=0: one process.
 # --no-loadscope-reorder: files go out in the suite's order (slow files first, see
 # tests/conftest.py), not xdist's default of the files with the most tests first.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 test: install-test
 	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py
