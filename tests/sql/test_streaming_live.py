@@ -154,8 +154,10 @@ def test_a_client_that_leaves_mid_stream_stops_the_statement(instances, fmt):
         else:
             assert len(next(response.iter_content(1 << 16))) > 0
         # The statement is still being read. An Arrow stream's first bytes (its schema) can
-        # reach the client just before the statement starts in its database: wait for it.
-        deadline = time.monotonic() + 5
+        # reach the client before the statement starts in its database (its ADBC session
+        # connects first): wait for it, long enough for a loaded machine (5 s was not, once,
+        # with four test processes on two cores).
+        deadline = time.monotonic() + 20
         while not active(query_id) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert active(query_id) == 1
