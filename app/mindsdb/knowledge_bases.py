@@ -32,7 +32,7 @@ from . import tables
 from .context import Context, qualified
 from .errors import if_clause, service_errors
 from .parser import plain
-from .relation import Relation, constant_int, run_select
+from .relation import Relation, conjuncts, constant_int, run_select
 from .statements import ok_body, table_body
 
 Body = dict[str, Any]
@@ -202,7 +202,7 @@ def _search_terms(where: Any) -> dict[str, Any]:
     terms: dict[str, Any] = {"content": None, "filters": [], "relevance": None,
                              "alpha": None}
     hybrid = False
-    for condition in _conjuncts(where):
+    for condition in conjuncts(where):
         column, op, value = _condition(condition)
         key = column.lower()
         if key == "content":
@@ -239,14 +239,6 @@ def _search_terms(where: Any) -> dict[str, Any]:
         raise SqlError(ErrorCode.INVALID_STATEMENT, "relevance and hybrid search need a "
                        "search text: WHERE content = '…'")
     return terms
-
-
-def _conjuncts(where: Any) -> list[Any]:
-    if where is None:
-        return []
-    if isinstance(where, BinaryOperation) and where.op.lower() == "and":
-        return _conjuncts(where.args[0]) + _conjuncts(where.args[1])
-    return [where]
 
 
 def _condition(node: Any) -> tuple[str, str, Any]:

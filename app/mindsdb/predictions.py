@@ -34,7 +34,7 @@ from ..sql.gate import gate
 from ..store import MLModel
 from .context import Context, qualified
 from .errors import service_errors
-from .relation import Column, Relation, run_select
+from .relation import Column, Relation, conjuncts, run_select
 from .statements import Body, equality_row, table_body
 
 # Columns a prediction adds besides the target itself.
@@ -71,14 +71,6 @@ def predict_from_literals(statement: Select, project: str, model: MLModel,
 
 
 # --- JOIN ------------------------------------------------------------------------------------
-
-def _conjuncts(node: Any) -> list[Any]:
-    if node is None:
-        return []
-    if isinstance(node, BinaryOperation) and node.op.lower() == "and":
-        return _conjuncts(node.args[0]) + _conjuncts(node.args[1])
-    return [node]
-
 
 def _identifiers(node: Any) -> list[Identifier]:
     found: list[Identifier] = []
@@ -129,7 +121,7 @@ def predict_join(statement: Select, left: Any, right: Identifier, project: str,
     source, left_sql, left_alias = _left_side(left, ctx)
     forecasting = bool((model.training_options or {}).get("timeseries"))
     pushed, kept = [], []
-    for condition in _conjuncts(statement.where):
+    for condition in conjuncts(statement.where):
         if _is_latest(condition):
             if not forecasting:
                 raise SqlError(ErrorCode.UNSUPPORTED,

@@ -309,6 +309,15 @@ def constant_int(node: Any, clause: str) -> int | None:
     raise SqlError(ErrorCode.QUERY_FAILED, f"{clause} must be a non-negative integer")
 
 
+def conjuncts(node: Any) -> list[Any]:
+    """The conditions ``a AND b AND …`` is made of (none for no WHERE)."""
+    if node is None:
+        return []
+    if isinstance(node, BinaryOperation) and node.op.lower() == "and":
+        return conjuncts(node.args[0]) + conjuncts(node.args[1])
+    return [node]
+
+
 def filter_rows(relation: Relation, where: Any) -> Relation:
     if where is None:
         return relation
