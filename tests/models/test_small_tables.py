@@ -91,13 +91,14 @@ def _score_se(truth: np.ndarray, predicted: np.ndarray) -> float:
 def test_small_table_repeats_its_folds_and_keeps_a_model_as_good_as_the_baselines(small,
                                                                                  split):
     made = create(small, "CREATE MODEL p1.m FROM small (SELECT * FROM seen) PREDICT "
-                         "progression USING join_learn_process = true, time_budget_s = 20")
+                         "progression USING join_learn_process = true, time_budget_s = 60")
     assert made.status_code == 201, made.get_json()
     info = small.get("/api/projects/p1/models/m/describe").get_json()[0]
 
     # The cross-validation was repeated: 90 rows ask for 4 partitions of 5 folds (300
     # out-of-fold predictions); the budget decides how many ran, and describe says so
-    # (20 s: on an idle machine all four take about 3 s, and training ends there).
+    # (60 s: on an idle machine all four take about 3 s, and training ends there; at a load
+    # average of 15, 20 s held only one).
     scores = info["evaluation"]["fold_scores"]
     assert info["folds"] == 5 and 2 <= info["repeats"] <= 4
     assert len(scores) == 5 * info["repeats"] == info["evaluation"]["repeats"] * 5
