@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from flask import current_app
@@ -47,8 +47,6 @@ from .projects import get_project
 DEFAULT_LIMIT = 10
 # The columns of a search's answer, in MindsDB's order.
 HIT_COLUMNS = ("id", "chunk_id", "chunk_content", "metadata", "distance", "relevance")
-# Documents embedded and written per transaction: a failure keeps the batches before it.
-_BATCH_ROWS = 64
 
 
 class KnowledgeBaseNotFound(ObjectNotFound):
@@ -148,8 +146,9 @@ def list_knowledge_bases(project_name: str) -> list[dict[str, Any]]:
     project = get_project(project_name, "read")
     rows = db.session.scalars(select(KnowledgeBase).where(KnowledgeBase.project_id ==
                                                           project.id)
-                              .order_by(KnowledgeBase.name_key))
-    return [_entry(row, project) for row in rows]
+                              .order_by(KnowledgeBase.name_key)).all()
+    counts = current_index().counts([row.uid for row in rows])
+    return [_entry(row, project, counts[row.uid]) for row in rows]
 
 
 def get_knowledge_base(project_name: str, name: str) -> dict[str, Any]:
@@ -184,15 +183,20 @@ def insert_rows(project_name: str, name: str, rows: Sequence[dict[str, Any]],
     with the rows written after each batch (and may raise to stop the insert there)."""
     project = get_project(project_name, "write")
     row = _require(project, name)
+    cap = current_app.config["KB_INSERT_MAX_ROWS"]
+    if len(rows) > cap:
+        raise Unprocessable(f"{len(rows)} rows given; one insert takes at most {cap} "
+                            "(QUARRY_KB_INSERT_MAX_ROWS)", title="Too many rows")
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    return _ingest(project, row, columns, [[r.get(c) for c in columns] for r in rows],
+    return _ingest(project, row, columns, [[[r.get(c) for c in columns] for r in rows]],
                    progress)
 
 
 def insert_query(project_name: str, name: str, query: str, context: str | None = None,
                  progress: Progress | None = None) -> dict[str, int]:
     """Insert the rows of ``query`` (a SELECT on data sources, files or views), read with
-    the caller's rights; ``context``: the database bare table names are in."""
+    the caller's rights; ``context``: the database bare table names are in. The rows are
+    streamed from the data path and embedded a batch at a time: memory stays bounded."""
     project = get_project(project_name, "write")
     row = _require(project, name)
     registry = access.queryable_sources()
@@ -200,47 +204,80 @@ def insert_query(project_name: str, name: str, query: str, context: str | None =
     expanded = view_service.expand(query, None if source else context, registry) or query
     cap = current_app.config["KB_INSERT_MAX_ROWS"]
     try:
-        columns, records = federation.read_rows(
-            expanded, registry, source, max_rows=cap,
-            timeout_s=current_app.config["SQL_TIMEOUT_S"])
+        stream = federation.stream_rows(expanded, registry, source, max_rows=cap,
+                                        timeout_s=current_app.config["KB_INSERT_TIMEOUT_S"])
     except SqlError as exc:
         raise Unprocessable(f"The rows to insert cannot be read: {exc.message}",
                             title="Invalid insert") from None
-    return _ingest(project, row, list(columns), [list(r) for r in records], progress)
+    try:
+        return _ingest(project, row, list(stream.columns), _read(stream), progress)
+    finally:
+        stream.close()
+
+
+class _ReadStopped(Exception):
+    """The rows to insert stopped coming: ``message`` says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _read(stream: Any) -> Iterator[list[Any]]:
+    """The stream's batches, until one that goes past its row cap (not inserted)."""
+    try:
+        for batch in stream.batches():
+            if stream.truncated:
+                cap = current_app.config["KB_INSERT_MAX_ROWS"]
+                raise _ReadStopped(f"The query returns more than {cap} rows, the most one "
+                                   "insert takes (QUARRY_KB_INSERT_MAX_ROWS); narrow it "
+                                   "down (WHERE, LIMIT)")
+            yield batch
+    except SqlError as exc:
+        raise _ReadStopped(f"The rows to insert could not be read on: {exc.message}") \
+            from None
 
 
 def _ingest(project: Project, row: KnowledgeBase, columns: list[str],
-            records: list[list[Any]], progress: Progress | None) -> dict[str, int]:
-    cap = current_app.config["KB_INSERT_MAX_ROWS"]
-    if len(records) > cap:
-        raise Unprocessable(f"{len(records)} rows given; one insert takes at most {cap} "
-                            "(QUARRY_KB_INSERT_MAX_ROWS)", title="Too many rows")
-    documents = _documents(row.params, columns, records)
+            batches: Iterable[Sequence[Sequence[Any]]], progress: Progress | None
+            ) -> dict[str, int]:
+    """Embed and write the records of ``batches`` (read one at a time), KB_INSERT_BATCH_ROWS
+    documents per transaction; a failure keeps the transactions before it and says so."""
     embedder = _embedder(row)
     index = current_index()
-    done_rows = done_chunks = 0
-    batches = [documents[i:i + _BATCH_ROWS] for i in range(0, len(documents), _BATCH_ROWS)]
-    for batch in batches:
-        chunks = [c for doc_id, text, meta in batch
-                  for c in _chunks(doc_id, text, meta, row.params)]
-        try:
-            vectors = embedder.embed([c.content for c in chunks])
-        except EmbeddingError as exc:
-            _audit_insert(project, row, done_rows, done_chunks)
-            progress = f" ({done_rows} of {len(documents)} rows were inserted before it)" \
-                if done_rows else " (no row was inserted)"
-            raise Unprocessable(exc.message + progress, title="Embedding failed") from None
-        index.upsert(row.uid, chunks, vectors)
-        done_rows += len(batch)
-        done_chunks += len(chunks)
-        if progress is not None:
-            try:
-                progress(done_rows)
-            except BaseException:  # stopped (cancelled): what was written is audited
-                _audit_insert(project, row, done_rows, done_chunks)
-                raise
-    _audit_insert(project, row, done_rows, done_chunks)
-    return {"rows": done_rows, "chunks": done_chunks}
+    size = current_app.config["KB_INSERT_BATCH_ROWS"]
+    done = {"rows": 0, "chunks": 0}
+
+    def stopped(message: str, title: str) -> Unprocessable:
+        _audit_insert(project, row, done["rows"], done["chunks"])
+        where = f" ({done['rows']} rows were inserted before it)" if done["rows"] \
+            else " (no row was inserted)"
+        return Unprocessable(message + where, title=title)
+
+    try:
+        for records in batches:
+            documents = _documents(row.params, columns, records)
+            for start in range(0, len(documents), size):
+                batch = documents[start:start + size]
+                chunks = [c for doc_id, text, meta in batch
+                          for c in _chunks(doc_id, text, meta, row.params)]
+                vectors = embedder.embed([c.content for c in chunks])
+                index.upsert(row.uid, chunks, vectors)
+                done["rows"] += len(batch)
+                done["chunks"] += len(chunks)
+                if progress is not None:
+                    progress(done["rows"])
+    except EmbeddingError as exc:
+        raise stopped(exc.message, "Embedding failed") from None
+    except _ReadStopped as exc:
+        raise stopped(exc.message, "Invalid insert") from None
+    except Unprocessable:
+        raise
+    except BaseException:  # stopped (cancelled) or failed: what was written is audited
+        _audit_insert(project, row, done["rows"], done["chunks"])
+        raise
+    _audit_insert(project, row, done["rows"], done["chunks"])
+    return {"rows": done["rows"], "chunks": done["chunks"]}
 
 
 def _audit_insert(project: Project, row: KnowledgeBase, rows: int, chunks: int) -> None:
@@ -249,8 +286,8 @@ def _audit_insert(project: Project, row: KnowledgeBase, rows: int, chunks: int) 
     db.session.commit()
 
 
-def _documents(params: dict[str, Any], columns: list[str], records: list[list[Any]]
-               ) -> list[tuple[str, str, dict[str, Any]]]:
+def _documents(params: dict[str, Any], columns: list[str],
+               records: Sequence[Sequence[Any]]) -> list[tuple[str, str, dict[str, Any]]]:
     """(id, text, metadata) of each record, the last of each id only."""
     position = {c.lower(): i for i, c in enumerate(columns)}
     content = params["content_columns"]
@@ -392,7 +429,8 @@ def _settings(row: KnowledgeBase) -> dict[str, Any]:
 
 def _entry(row: KnowledgeBase, project: Project,
            counts: tuple[int, int] | None = None) -> dict[str, Any]:
-    documents, chunks = counts if counts is not None else current_index().counts(row.uid)
+    documents, chunks = counts if counts is not None else \
+        current_index().counts([row.uid])[row.uid]
     params = row.params
     return {"name": row.name, "project": project.name, "embedding_model": row.embedding,
             "reranking_model": None, "vector_database": None, "vector_database_table": None,
