@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import delete, select
+from sqlalchemy import and_, delete, select
 
-from ..errors import BadRequest, NameTaken, ObjectNotFound, Unprocessable
+from ..errors import BadRequest, NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
 from ..extensions import db
 from ..federation import run as federation
 from ..kb.embeddings import (
@@ -58,7 +58,7 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
                           ) -> dict[str, Any]:
     """Create knowledge base ``project.name`` with ``options`` (KnowledgeBaseOptions, loaded)."""
     validate_name("knowledge base", name)
-    project = get_project(project_name, "write")
+    project, existing = _lookup(project_name, name, "write")
     if options.get("storage"):
         raise Unprocessable("storage: Quarry keeps knowledge bases in its own index file "
                             "(QUARRY_KB_DIR); no other vector store can be named yet",
@@ -67,7 +67,7 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
         raise Unprocessable("reranking_model: reranking is not available yet; leave it out or "
                             "give false", title="Invalid knowledge base",
                             errors={"reranking_model": ["not supported"]})
-    if _find(project, name) is not None:
+    if existing is not None:
         raise NameTaken("Knowledge base", name, project.name)
     embedding, api_key = _embedding(options.get("embedding_model") or {})
     chunking = (options.get("preprocessing") or {}).get(
@@ -132,8 +132,7 @@ def _require_listed(base_url: str) -> None:
 
 
 def drop_knowledge_base(project_name: str, name: str) -> None:
-    project = get_project(project_name, "write")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "write")
     uid = row.uid
     audit.record_change("knowledge_base", "drop", f"{project.name}.{row.name}",
                         _settings(row), None)
@@ -152,8 +151,8 @@ def list_knowledge_bases(project_name: str) -> list[dict[str, Any]]:
 
 
 def get_knowledge_base(project_name: str, name: str) -> dict[str, Any]:
-    project = get_project(project_name, "read")
-    return _entry(_require(project, name), project)
+    project, row = _require(project_name, name, "read")
+    return _entry(row, project)
 
 
 def is_knowledge_base(project_name: str, name: str) -> bool:
@@ -161,7 +160,7 @@ def is_knowledge_base(project_name: str, name: str) -> bool:
     is then read as something else)."""
     if not lookup_key(name):
         return False
-    return _find(get_project(project_name, "read"), name) is not None
+    return _lookup(project_name, name, "read")[1] is not None
 
 
 Progress = Callable[[int], None]
@@ -181,8 +180,7 @@ def insert_rows(project_name: str, name: str, rows: Sequence[dict[str, Any]],
                 progress: Progress | None = None) -> dict[str, int]:
     """Insert (upsert by id) ``rows``; {"rows": n, "chunks": m}. ``progress`` is called
     with the rows written after each batch (and may raise to stop the insert there)."""
-    project = get_project(project_name, "write")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "write")
     cap = current_app.config["KB_INSERT_MAX_ROWS"]
     if len(rows) > cap:
         raise Unprocessable(f"{len(rows)} rows given; one insert takes at most {cap} "
@@ -197,8 +195,7 @@ def insert_query(project_name: str, name: str, query: str, context: str | None =
     """Insert the rows of ``query`` (a SELECT on data sources, files or views), read with
     the caller's rights; ``context``: the database bare table names are in. The rows are
     streamed from the data path and embedded a batch at a time: memory stays bounded."""
-    project = get_project(project_name, "write")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "write")
     registry = access.queryable_sources()
     source = context if context is not None and registry.get(context) is not None else None
     expanded = view_service.expand(query, None if source else context, registry) or query
@@ -342,8 +339,7 @@ def _embedder(row: KnowledgeBase) -> Any:
 
 def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) -> int:
     """Delete the documents the filters (on id and metadata) keep; how many."""
-    project = get_project(project_name, "write")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "write")
     filters = _checked(row, filters)
     index = current_index()
     doc_ids = sorted({hit.chunk.doc_id for hit in index.listing(row.uid, filters, None)})
@@ -359,8 +355,7 @@ def search(project_name: str, name: str, *, content: str | None,
            alpha: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """The chunks best matching ``content`` (by meaning; with ``alpha``, fused with the
     words' BM25 ranking), or without it, the chunks the filters keep."""
-    project = get_project(project_name, "read")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "read")
     filters = _checked(row, filters)
     index = current_index()
     if limit == 0:
@@ -410,17 +405,25 @@ def _checked(row: KnowledgeBase, filters: Sequence[Filter]) -> list[Filter]:
     return checked
 
 
-def _find(project: Project, name: str) -> KnowledgeBase | None:
-    return db.session.scalar(select(KnowledgeBase).where(
-        KnowledgeBase.project_id == project.id,
-        KnowledgeBase.name_key == lookup_key(name)))
+def _lookup(project_name: str, name: str, need: str
+            ) -> tuple[Project, KnowledgeBase | None]:
+    """The project (when the caller may ``need`` it, as ``get_project``) and its knowledge
+    base ``name`` or None, in one statement (a search pays for each round trip)."""
+    found = db.session.execute(
+        select(Project, KnowledgeBase).outerjoin(KnowledgeBase, and_(
+            KnowledgeBase.project_id == Project.id,
+            KnowledgeBase.name_key == lookup_key(name)))
+        .where(Project.name_key == lookup_key(project_name))).first()
+    if found is None:
+        raise ProjectNotFound(project_name)
+    return access.require_project(found[0], need), found[1]
 
 
-def _require(project: Project, name: str) -> KnowledgeBase:
-    row = _find(project, name)
+def _require(project_name: str, name: str, need: str) -> tuple[Project, KnowledgeBase]:
+    project, row = _lookup(project_name, name, need)
     if row is None:
         raise KnowledgeBaseNotFound(name, project.name)
-    return row
+    return project, row
 
 
 def _settings(row: KnowledgeBase) -> dict[str, Any]:
