@@ -31,8 +31,10 @@ def test_insert_select_streams_and_stops_at_the_row_cap(make_app, tmp_path):
 
 def test_each_worker_sees_what_the_others_write(make_app, tmp_path):
     # Two apps on one store and one index file stand for two workers: each keeps its own
-    # copy of the vectors, and catches up from the index's log before a search.
-    one = make_app(KB_DIR=str(tmp_path / "kb")).test_client()
+    # copy of the vectors, and catches up from the index's log before a search. The first
+    # picks candidates by sign bits beyond 0 chunks (re-ranking 2 of them exactly).
+    one = make_app(KB_DIR=str(tmp_path / "kb"), KB_EXACT_CHUNKS=0,
+                   KB_RERANK_CANDIDATES=2).test_client()
     two = make_app(KB_DIR=str(tmp_path / "kb")).test_client()
     ok(one, "CREATE KNOWLEDGE_BASE mindsdb.shared")
     ok(one, "INSERT INTO mindsdb.shared (id, content) VALUES (1, 'The cat sleeps on the "
