@@ -4,7 +4,9 @@ the vectors kept up to date with what other workers write, and the listing's cou
 
 from __future__ import annotations
 
-from tests.kb.test_knowledge_bases import error, ok, rows
+import threading
+
+from tests.kb.test_knowledge_bases import error, ok, rows, run
 
 
 def test_insert_select_streams_and_stops_at_the_row_cap(make_app, tmp_path):
@@ -72,3 +74,36 @@ def test_the_listing_counts_each_knowledge_base(make_app, tmp_path):
     listed = client.get("/api/projects/mindsdb/knowledge_bases").get_json()
     assert [(k["name"], k["documents"], k["chunks"]) for k in listed] == [
         ("a", 3, 3), ("b", 1, 1), ("c", 0, 0)]
+
+
+def test_concurrent_inserts_neither_lose_nor_duplicate_chunks(make_app, tmp_path):
+    # Two workers insert into one base at once (each batch takes SQLite's write lock at its
+    # start, so the rowids one picks are never the other's); a third searches meanwhile.
+    apps = [make_app(KB_DIR=str(tmp_path / "kb"), KB_INSERT_BATCH_ROWS=5) for _ in range(3)]
+    ok(apps[0].test_client(), "CREATE KNOWLEDGE_BASE mindsdb.busy")
+    answers: list[dict] = []
+
+    def insert(app, first: int) -> None:
+        values = ", ".join(f"({i}, 'ticket {i} about item {i % 7}')"
+                           for i in range(first, first + 40))
+        answers.append(run(app.test_client(),
+                           f"INSERT INTO mindsdb.busy (id, content) VALUES {values}"))
+
+    def search() -> None:
+        for _ in range(5):
+            answers.append(run(apps[2].test_client(), "SELECT id FROM mindsdb.busy WHERE "
+                                                      "content = 'item 3' LIMIT 3"))
+
+    workers = [threading.Thread(target=insert, args=(apps[0], 0)),
+               threading.Thread(target=insert, args=(apps[1], 1000)),
+               threading.Thread(target=search)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(300)
+    assert all(a["type"] in ("ok", "table") for a in answers), answers
+    ids = [r["id"] for r in rows(ok(apps[2].test_client(), "SELECT id FROM mindsdb.busy"))]
+    assert sorted(ids, key=int) == [str(i) for i in [*range(40), *range(1000, 1040)]]
+    found = rows(ok(apps[2].test_client(), "SELECT id FROM mindsdb.busy WHERE content = "
+                                           "'ticket 1039 about item 3' LIMIT 80"))
+    assert sorted((r["id"] for r in found), key=int) == sorted(ids, key=int)
