@@ -131,7 +131,7 @@ SETTINGS: list[Setting] = [
             "the instance folder); share it between instances that share a store"),
     Setting("KB_INSERT_MAX_ROWS", 100_000, int,
             "Most rows one INSERT INTO a knowledge base (or PUT …/knowledge_bases/<kb>) "
-            "may add; beyond it the insert is refused"),
+            "may add; more rows given are refused, a SELECT that returns more stops there"),
     Setting("KB_VECTOR_CACHE", 8, int,
             "Knowledge bases whose vectors a worker keeps in memory for search (the least "
             "recently searched goes first; 100 000 chunks take about 150 MB)"),
