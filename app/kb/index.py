@@ -115,7 +115,8 @@ class _Vectors:
         self.seq = -1               # none read yet
         self.exact, self.candidates = exact, candidates
         self.matrix = np.zeros((0, 0), np.float32)
-        self.bits = np.zeros((0, 0), np.uint64)
+        self.bits = np.zeros((0, 0), np.uint64)   # words × rows: each word's column is
+        # contiguous, so the Hamming pass runs one fast loop per 64 dimensions
         self.keys = np.zeros(0, np.int64)
         self.size = 0               # rows in use; the rest is room to grow
         self._row: dict[int, int] = {}
@@ -146,8 +147,8 @@ class _Vectors:
             if at != self.size:
                 last = self.size
                 moved = int(self.keys[last])
-                self.keys[at], self.matrix[at], self.bits[at] = \
-                    moved, self.matrix[last], self.bits[last]
+                self.keys[at], self.matrix[at] = moved, self.matrix[last]
+                self.bits[:, at] = self.bits[:, last]
                 self._row[moved] = at
         for rowid, blob in added:
             vector = np.frombuffer(blob, np.float32)
@@ -155,7 +156,7 @@ class _Vectors:
                 self._grow(len(vector))
             at = self.size
             self.keys[at], self.matrix[at] = rowid, vector
-            self.bits[at] = _signs(vector[None, :])[0]
+            self.bits[:, at] = _signs(vector[None, :])[:, 0]
             self._row[rowid] = at
             self.size += 1
         self.seq = seq
@@ -171,8 +172,8 @@ class _Vectors:
         bits = _signs(matrix[:room])
         used = self.size
         if used:
-            matrix[:used], keys[:used], bits[:used] = \
-                self.matrix[:used], self.keys[:used], self.bits[:used]
+            matrix[:used], keys[:used] = self.matrix[:used], self.keys[:used]
+            bits[:, :used] = self.bits[:, :used]
         self.matrix, self.keys, self.bits = matrix, keys, bits
 
     def nearest(self, vector: Any, depth: int) -> dict[int, float]:
@@ -189,8 +190,10 @@ class _Vectors:
             if size <= max(self.exact, wanted):
                 rows = np.arange(size)
             else:
-                hamming = np.bitwise_count(self.bits[:size] ^ _signs(vector[None, :])[0]) \
-                    .sum(axis=1, dtype=np.uint16)
+                signs = _signs(vector[None, :])[:, 0]
+                hamming = np.bitwise_count(self.bits[0, :size] ^ signs[0]).astype(np.uint16)
+                for word in range(1, len(signs)):
+                    hamming += np.bitwise_count(self.bits[word, :size] ^ signs[word])
                 rows = np.argpartition(hamming, wanted - 1)[:wanted]
             scores = self.matrix[rows] @ vector if len(rows) < size \
                 else self.matrix[:size] @ vector
@@ -201,14 +204,14 @@ class _Vectors:
 
 
 def _signs(matrix: Any) -> Any:
-    """The sign of each value, one bit each, packed in 64-bit words per row."""
+    """The sign of each value, one bit each, packed in 64-bit words: words × rows."""
     import numpy as np
 
     packed = np.packbits(matrix > 0, axis=1)
     words = -(-packed.shape[1] // 8)
     padded = np.zeros((len(matrix), words * 8), np.uint8)
     padded[:, :packed.shape[1]] = packed
-    return padded.view(np.uint64)
+    return np.ascontiguousarray(padded.view(np.uint64).T)
 
 
 class KbIndex:
