@@ -131,7 +131,22 @@ SETTINGS: list[Setting] = [
             "the instance folder); share it between instances that share a store"),
     Setting("KB_INSERT_MAX_ROWS", 100_000, int,
             "Most rows one INSERT INTO a knowledge base (or PUT …/knowledge_bases/<kb>) "
-            "may add; beyond it the insert is refused"),
+            "may add; more rows given are refused, a SELECT that returns more stops there"),
+    Setting("KB_VECTOR_CACHE", 8, int,
+            "Knowledge bases whose vectors a worker keeps in memory for search (the least "
+            "recently searched goes first; 100 000 chunks take about 150 MB)"),
+    Setting("KB_EXACT_CHUNKS", 20_000, int,
+            "Up to this many chunks a search by meaning compares the question with every "
+            "vector; beyond, sign bits pick KB_RERANK_CANDIDATES chunks ranked exactly"),
+    Setting("KB_RERANK_CANDIDATES", 1000, int,
+            "Chunks a search among more than KB_EXACT_CHUNKS picks by sign bits and ranks "
+            "exactly (more: better recall, slower)"),
+    Setting("KB_INSERT_BATCH_ROWS", 64, int,
+            "Rows of an insert into a knowledge base read, embedded and written at a time, "
+            "each batch in its own transaction"),
+    Setting("KB_INSERT_TIMEOUT_S", 3600.0, float,
+            "Time limit of one INSERT … SELECT into a knowledge base, in seconds: its rows "
+            "are read while they are embedded"),
     Setting("EMBEDDING_ENDPOINTS", "", str,
             "Comma-separated base URLs of OpenAI-compatible embedding endpoints a knowledge "
             "base may name (embedding_model base_url, e.g. http://ollama:11434/v1), besides "

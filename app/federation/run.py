@@ -26,9 +26,10 @@ from sqlglot.tokens import Tokenizer, TokenType
 from ..sql import execute
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout
+from ..sql.gate import gate
 from ..sql.running import CANCELLED, TIME_LIMIT, Statement
 from ..sql.sources import DataSource, SourceRegistry
-from ..sql.stream import Cursor, TableStream
+from ..sql.stream import Cursor, TableStream, open_stream
 from ..sql.syntax import parse_sqlglot
 from . import dynamic
 from . import legs as leg_runner
@@ -142,6 +143,28 @@ def read_rows(query: str, registry: SourceRegistry, context: str | None, *, max_
         raise SqlError(ErrorCode.UNKNOWN_TABLE, "The query names no data source")
     return execute.fetch_rows(target.name, query, max_rows=max_rows, timeout_s=timeout_s,
                               registry=registry)
+
+
+def stream_rows(query: str, registry: SourceRegistry, context: str | None, *, max_rows: int,
+                timeout_s: float) -> TableStream:
+    """The answer of a SELECT for Quarry's own use, read batch by batch (``batches()``),
+    on one data source (a server-side cursor) or several (the engine): one batch in memory
+    at a time however many rows come. ``max_rows``: the stream stops there and says so
+    (``truncated``); ``timeout_s`` covers the whole reading, the caller's work between two
+    batches included. The caller closes it."""
+    source = registry.require(context) if context is not None else None
+    engine, target = _reader(query, registry, source)
+    statement = Statement(uuid.uuid4().hex)
+    if engine:
+        limits = Limits(timeout_s=timeout_s, max_rows=max_rows, max_bytes=None,
+                        max_leg_rows=current_app.config["FEDERATION_MAX_LEG_ROWS"],
+                        stream=True)
+        return open_federated_stream(query, registry, source, limits, statement)
+    if target is None:
+        raise SqlError(ErrorCode.UNKNOWN_TABLE, "The query names no data source")
+    gated = gate(query, registry, target.name)
+    return open_stream(gated.source or target, gated.sql, None, gated.param_names,
+                       timeout_s=timeout_s, max_rows=max_rows, statement=statement)
 
 
 def sources_named(query: str, registry: SourceRegistry, context: str | None = None

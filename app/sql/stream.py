@@ -11,6 +11,7 @@ deadline, and ``Statement.check`` stops between two batches.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -302,6 +303,14 @@ def _open_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float) -> C
     my = conn.driver_connection
     cursor = my.cursor(pymysql.cursors.SSCursor)
     try:
+        # The server gives up on a client that reads nothing for net_write_timeout (60 s
+        # by default); a stream's reader may rightly pause longer between two batches (a
+        # slow HTTP client, a knowledge base embedding a batch): the stream's time limit
+        # bounds it instead.
+        wait = max(60, math.ceil(timeout_s))
+        if conn.info.get("quarry.net_write_timeout") != wait:
+            cursor.execute(f"SET SESSION net_write_timeout = {wait}")
+            conn.info["quarry.net_write_timeout"] = wait
         begin_mysql(conn, cursor, timeout_s)
         cursor.execute(marked(conn, sql), params)
     except BaseException:

@@ -304,3 +304,11 @@ def _wait_listed(client, db: str) -> dict:
             return running[0]
         time.sleep(0.05)
     raise AssertionError("the statement was never listed")
+
+
+def test_a_mariadb_stream_may_pause_as_long_as_its_time_limit(post):
+    # A reader that pauses between two batches (a slow client, a knowledge base embedding
+    # a batch) is not dropped by the server after its default 60 s of net_write_timeout.
+    lines = jsonl(post("SELECT @@session.net_write_timeout AS t", "jsonlines", db="maria",
+                       timeout_s=120))
+    assert [[int(v) for v in row] for row in lines[1]] == [[120]], lines
