@@ -32,6 +32,7 @@ leg's rows is not waited for again.
 from __future__ import annotations
 
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import current_app
@@ -42,7 +43,7 @@ from ..sql.estimate import estimate_rows
 from ..sql.gate import gate
 from ..sql.sources import SourceRegistry
 from . import files
-from .engine import Session, Sizes
+from .engine import Estimates, Session, Sizes
 from .plan import Leg, Link, leg_sql, source_column
 
 # A leg with more rows than FEDERATION_DYNAMIC_KEYS still gives its keys (as a range) to a
@@ -93,11 +94,21 @@ def size_note(leg: Leg, sizes: Sizes) -> str:
 
 
 def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes: Sizes,
-             timeout_s: float) -> None:
+             timeout_s: float, kept: Estimates, ttl_s: float) -> None:
     """Ask each source the rows of its legs that a dynamic filter may join, all at once
-    (legs whose size this process knows already are not asked); sets ``leg.estimate``."""
+    (legs whose size this process knows already are not asked, nor a leg of the same SQL
+    on the same source asked less than ``ttl_s`` ago: ``kept``); sets ``leg.estimate``."""
     linked = {id(leg): leg for link in links for leg in (link.source, link.target)}
-    wanted = [leg for leg in linked.values() if sizes.get(leg.shape) is None]
+    now = time.monotonic()
+    wanted = []
+    for leg in linked.values():
+        if sizes.get(leg.shape) is not None:
+            continue
+        known = kept.get((leg.source.name.lower(), leg.sql)) if ttl_s > 0 else None
+        if known is not None and known[0] is leg.source and now - known[1] < ttl_s:
+            leg.estimate = known[2]
+        else:
+            wanted.append(leg)
     app = current_app._get_current_object()
 
     def one(leg: Leg) -> None:
@@ -109,6 +120,8 @@ def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes
             if not gated.param_names:
                 leg.estimate = estimate_rows(gated.source or leg.source, gated.sql,
                                              timeout_s)
+        if leg.estimate is not None and ttl_s > 0:
+            kept.put((leg.source.name.lower(), leg.sql), (leg.source, now, leg.estimate))
 
     if len(wanted) <= 1:
         for leg in wanted:
@@ -217,8 +230,11 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
 
 
 def _literals(values: list, kind: str, glot: str) -> str:
-    """``v1, v2, …`` in the dialect: each value a literal written by sqlglot (quoted and
-    escaped as the dialect needs); one generator for all of them, ~1 µs a value."""
+    """``v1, v2, …`` in the dialect: integers as Python writes them (digits and a sign, the
+    same in every dialect: 3 000 keys in 0.3 ms where sqlglot takes 8-17 ms), any other
+    value a literal written by sqlglot (quoted and escaped as the dialect needs)."""
+    if kind == "int":
+        return ", ".join([str(int(value)) for value in values])
     generator = Dialect.get_or_raise(glot).generator()
     return ", ".join([generator.sql(_literal(value, kind)) for value in values])
 
