@@ -73,20 +73,28 @@ def describe_key(source: DataSource, table: exp.Table) -> tuple[str, str]:
 
 def describe_tables(registry: SourceRegistry, deadline: float,
                     tables: list[tuple[DataSource, exp.Table]], run_jobs: RunJobs,
-                    cache: LruCache[tuple[str, str], Described], ttl_s: float
+                    cache: LruCache[tuple[str, str], Described], ttl_s: float,
+                    kept_ones: set[tuple[str, str]] | None = None
                     ) -> dict[tuple[str, str], Columns]:
     """The columns of each table (by ``describe_key``): those the process read less than
-    ``ttl_s`` ago from the same source object from ``cache``, the others asked of their
-    sources, one query per source for all its tables, the sources at once."""
+    ``ttl_s`` ago from the same source object from ``cache`` (their keys go in
+    ``kept_ones``), the others asked of their sources, one query per source for all its
+    tables, the sources at once. Files are read every time: their schema is on the disk,
+    and replacing a file changes it."""
     found: dict[tuple[str, str], Columns] = {}
     wanted: dict[str, tuple[DataSource, list[exp.Table]]] = {}
     now = time.monotonic()
     for source, table in tables:
         key = describe_key(source, table)
-        kept = cache.get(key) if ttl_s > 0 else None
+        if key in found:
+            continue
+        kept = cache.get(key) if ttl_s > 0 and not files.is_file_source(source) else None
         if kept is not None and kept.source is source and now - kept.read_at < ttl_s:
             found[key] = kept.columns
-        elif key not in found:
+            if kept_ones is not None:
+                kept_ones.add(key)
+        else:
+            found[key] = []  # asked below, once
             wanted.setdefault(source.name.lower(), (source, []))[1].append(table)
     groups = list(wanted.values())
     answers = run_jobs([lambda child, s=source, t=listed: describe(
@@ -95,7 +103,7 @@ def describe_tables(registry: SourceRegistry, deadline: float,
         for table, described in zip(listed, columns, strict=True):
             key = describe_key(source, table)
             found[key] = described
-            if ttl_s > 0:
+            if not files.is_file_source(source):
                 cache.put(key, Described(source, now, described))
     return found
 

@@ -50,6 +50,8 @@ from .route import route
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
 # Legs fetched at once per statement: each holds a connection of its source's pool.
 MAX_PARALLEL_LEGS = 4
+# What a table changed since it was described makes a statement fail with.
+_STALE = (ErrorCode.QUERY_FAILED, ErrorCode.UNKNOWN_TABLE)
 _EXPLAIN = re.compile(r"\s*explain\s+(?=select\b|with\b|\()", re.IGNORECASE)
 _EXPLAIN_WORD = re.compile(r"\s*explain\b", re.IGNORECASE)
 
@@ -256,12 +258,28 @@ class _Run:
         """Plan the legs (reading each table's columns) and run them into the engine,
         the tables' descriptions and then the legs each in parallel. ``empty``: each leg
         runs with LIMIT 0 (its source checks and describes it, and sends no row), so the
-        engine statement only describes its answer."""
+        engine statement only describes its answer.
+
+        A statement planned with descriptions the process kept (``legs.describe_tables``)
+        that fails as a changed table would make it fail (a column or table not found)
+        is planned and run once more with its tables described anew."""
+        kept: set[tuple[str, str]] = set()
+        try:
+            self._load(empty, kept, current_app.config["FEDERATION_CATALOG_TTL_S"])
+        except SqlError as exc:
+            if not kept or exc.code not in _STALE or self.statement.stopped is not None:
+                raise
+            self.session.close()
+            self.session = current_engine().session()
+            self.planned = None
+            self._load(empty, set(), 0)
+
+    def _load(self, empty: bool, kept: set[tuple[str, str]], ttl_s: float) -> None:
         registry, deadline, engine = self.registry, self.deadline, current_engine()
         tables = tables_of(self.parsed, registry, self.context)
         columns = leg_runner.describe_tables(
             registry, deadline, tables, lambda jobs: self._parallel(jobs, "json"),
-            engine.described, current_app.config["FEDERATION_CATALOG_TTL_S"])
+            engine.described, ttl_s, kept)
         read = [(source, columns[leg_runner.describe_key(source, table)])
                 for source, table in tables]
         if self.planned is not None and self.planned.fits(read):
