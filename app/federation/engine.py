@@ -84,6 +84,17 @@ class Engine:
                 self._db = self._open()
             return Session(self._db.cursor())
 
+    @property
+    def is_open(self) -> bool:
+        return self._db is not None
+
+    def open(self) -> None:
+        """Open the database now (a gunicorn worker whose master preloaded the engine's
+        modules, at its start), so that no first statement pays for it."""
+        with self._lock:
+            if self._db is None:
+                self._db = self._open()
+
     def _open(self) -> Any:
         # DuckDB loads with the first federated statement: ~55 MiB and a third of a second
         # that a worker serving one source at a time never pays (nor the gunicorn master).
