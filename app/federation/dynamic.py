@@ -78,9 +78,16 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
 
 
 def size_of(leg: Leg, sizes: Sizes) -> int | None:
-    """The leg's rows: as last read whole in this process, else its source's estimate."""
+    """The leg's rows: as last read whole in this process, else its source's estimate, or
+    the rows it sent when last read with dynamic filters if fewer (a source's estimate can
+    be far off: MariaDB, without histograms, takes every condition to keep every row)."""
     known = sizes.get(leg.shape)
-    return known if known is not None else leg.estimate
+    if known is not None:
+        return known
+    sent = sizes.get(_sent_shape(leg))
+    if sent is not None and (leg.estimate is None or sent < leg.estimate):
+        return sent
+    return leg.estimate
 
 
 def size_note(leg: Leg, sizes: Sizes) -> str:
@@ -88,6 +95,9 @@ def size_note(leg: Leg, sizes: Sizes) -> str:
     known = sizes.get(leg.shape)
     if known is not None:
         return f"{known} rows when last run"
+    sent = sizes.get(_sent_shape(leg))
+    if sent is not None and (leg.estimate is None or sent < leg.estimate):
+        return f"{sent} rows when last run with dynamic filters"
     if leg.estimate is not None:
         return f"estimated {leg.estimate} rows by {leg.source.name}"
     return "size not estimated"
@@ -147,13 +157,19 @@ def learn(leg: Leg, rows: int, links: list[Link], session: Session, sizes: Sizes
 
 
 def judge(leg: Leg, links: list[Link], rows: int, sizes: Sizes) -> None:
-    """After a leg was read with the filters of ``links``: when they kept most of its rows
+    """After a leg was read with the filters of ``links``: its rows are kept (a size for
+    the next plans where the source's estimate says more); when they kept most of its rows
     (TPC-H Q5's customers of Asia cut to the nations of all suppliers), the leg need not
     wait for those legs again; it is read at once, beside them."""
+    sizes.put(_sent_shape(leg), rows)
     whole = sizes.get(leg.shape)
     if whole and rows >= whole * USELESS:
         for link in links:
             sizes.put(_useless_shape(link), 1)
+
+
+def _sent_shape(leg: Leg) -> str:
+    return f"{leg.shape}#sent"
 
 
 def _keys_shape(link: Link) -> str:

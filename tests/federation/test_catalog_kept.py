@@ -155,3 +155,20 @@ def test_a_kept_plan_takes_each_runs_parameters(fed_app, fquery, value):
     assert want["type"] == "table", want
     for _ in range(2):
         assert fquery(split, params={"n": value})["data"] == want["data"]
+
+
+def test_a_leg_read_with_dynamic_filters_is_sized_by_what_it_sent(fed_app, fquery, items):
+    # kept_a was never analysed: PostgreSQL's planner guesses its rows. Once read with the
+    # customers' keys, the rows it sent size it in the next plan (EXPLAIN says so), and
+    # the answer stays the one database's.
+    template = ("SELECT i.label, c.name FROM {a} i JOIN {C} c ON c.id = i.id "
+                "WHERE c.country = 'FR' ORDER BY i.id")
+    split = _both(template.replace("{a}", "pg.kept_a"))[0]
+    one = _both(template.replace("{a}", "one.kept_a"))[1]
+    want = fquery(one)
+    assert want["data"] == [["a", "Ada"], ["c", "Chloé"]], want
+    notes = []
+    for _ in range(3):
+        assert _split(fquery, split)["data"] == want["data"]
+        notes.append(" ".join(step[0] for step in fquery("EXPLAIN " + split)["data"]))
+    assert any("2 rows when last run with dynamic filters" in note for note in notes), notes
