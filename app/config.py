@@ -110,6 +110,10 @@ SETTINGS: list[Setting] = [
     Setting("FEDERATION_DYNAMIC_KEYS", 50_000, int,
             "Most distinct join keys of a small leg sent to a larger leg's data source as "
             "a dynamic filter (key IN (…)); beyond them integer keys go as a range; 0: off"),
+    Setting("FEDERATION_CATALOG_TTL_S", 10.0, float,
+            "Seconds a process keeps what a data source said of a table (its columns) and of "
+            "a leg (its row estimate) for the next statements over several data sources; "
+            "0: ask every time"),
     Setting("FEDERATION_THREADS", 2, int,
             "Threads of the federation engine (DuckDB) per process"),
     Setting("FEDERATION_PRELOAD", True, bool,

@@ -1,7 +1,7 @@
 """Uploaded files (issue 22): upload and GROUP BY through Quarry against DuckDB in-process,
 side by side in one run.
 
-    python bench/files.py [--rows 10000000] [--repeat 3]
+    python bench/files.py [--rows 10000000] [--repeat 3] [--baseline CHECKOUT]
 
 Makes a CSV of ``--rows`` rows (id, grp: 1 000 groups, x: a double, label: text; about
 100 bytes a row, so 10 M rows is ~1 GB) with DuckDB, then, with one gunicorn worker:
@@ -34,7 +34,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _server import migrate, quarry_env, serving  # noqa: E402
+from _server import ROOT, migrate, quarry_env, serving  # noqa: E402
 
 QUERY = "SELECT grp, count(*) AS n, avg(x) AS mean FROM {t} GROUP BY grp"
 
@@ -95,61 +95,75 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--uploads", type=int, default=2, help="uploads per client")
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                        help="the same figures with another checkout of Quarry (e.g. the "
+                             "commit before a change), after this one's")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="quarry-bench-files-") as tmp:
         work = Path(tmp)
         csv = work / "big.csv"
         make_csv(csv, args.rows)
         print(f"CSV: {args.rows:,} rows, {csv.stat().st_size / 2**20:,.0f} MiB")
-        env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{work}/store.db",
-                         QUARRY_INSTANCE_PATH=str(work), QUARRY_WORKERS="1",
-                         QUARRY_FILES_MAX_BYTES=str(4 * 2**30), QUARRY_SQL_TIMEOUT_S="600")
-        migrate(env)
-        with serving(env, work) as server:
-            worker = server.worker_pids()[0]
-            # A first small upload and query load DuckDB in the worker (~55 MiB, once per
-            # process): the figures below are those of a warm worker.
-            requests.put(f"{server.url}/api/files/warm", files={"file": ("w.csv", b"a\n1\n")},
-                         timeout=60).raise_for_status()
-            requests.post(f"{server.url}/api/sql/query", timeout=60,
-                          json={"query": "SELECT * FROM files.warm"}).raise_for_status()
-            # Side by side, alternately: the machine's load changes between runs.
-            runs: dict[str, list[float]] = {"curl": [], "requests": [], "duckdb": []}
-            growths = []
-            for i in range(args.uploads):
-                for client in ("curl", "requests"):
-                    seconds, growth = upload(server.url, csv, worker, f"big_{client}_{i}",
-                                             client)
-                    runs[client].append(seconds)
-                    growths.append(growth)
-                    requests.delete(f"{server.url}/api/files/big_{client}_{i}", timeout=60)
-                runs["duckdb"].append(in_process_convert(csv, work / "direct.parquet"))
-            direct_s = statistics.median(runs["duckdb"])
+        for root in [ROOT] + ([args.baseline] if args.baseline else []):
+            print(f"{root}:")
+            folder = work / f"quarry-{len(list(work.glob('quarry-*')))}"
+            folder.mkdir()
+            measure(root, csv, folder, args)
+
+
+def measure(root: Path, csv: Path, work: Path, args: argparse.Namespace) -> None:
+    """The figures of one checkout of Quarry (``root``), each side by side with DuckDB."""
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{work}/store.db",
+                     QUARRY_INSTANCE_PATH=str(work), QUARRY_WORKERS="1",
+                     QUARRY_FILES_MAX_BYTES=str(4 * 2**30), QUARRY_SQL_TIMEOUT_S="600")
+    migrate(env, root)
+    with serving(env, work, root=root) as server:
+        worker = server.worker_pids()[0]
+        # A first small upload and query load DuckDB in the worker (~55 MiB, once per
+        # process): the figures below are those of a warm worker.
+        requests.put(f"{server.url}/api/files/warm", files={"file": ("w.csv", b"a\n1\n")},
+                     timeout=60).raise_for_status()
+        requests.post(f"{server.url}/api/sql/query", timeout=60,
+                      json={"query": "SELECT * FROM files.warm"}).raise_for_status()
+        # Side by side, alternately: the machine's load changes between runs.
+        runs: dict[str, list[float]] = {"curl": [], "requests": [], "duckdb": []}
+        growths = []
+        for i in range(args.uploads):
             for client in ("curl", "requests"):
-                quarry_s = statistics.median(runs[client])
-                print(f"upload ({client}): Quarry {quarry_s:.2f} s, DuckDB in-process "
-                      f"{direct_s:.2f} s, ratio {quarry_s / direct_s:.2f}")
-            print("worker RSS growth during each upload: "
-                  + ", ".join(f"{g / 2**20:.0f}" for g in growths) + " MiB")
-            upload(server.url, csv, worker, "big", "curl")
-            stored = work / "files" / "big.parquet"
-            times: dict[str, list[float]] = {"quarry": [], "duckdb": []}
-            conn = duckdb.connect(config={"threads": 2})
-            session = requests.Session()
-            for _ in range(args.repeat):
-                started = time.perf_counter()
-                body = session.post(f"{server.url}/api/sql/query", timeout=600, json={
-                    "query": QUERY.format(t="files.big")}).json()
-                times["quarry"].append(time.perf_counter() - started)
-                assert body["type"] == "table" and len(body["data"]) == 1000, body
-                started = time.perf_counter()
-                rows = conn.execute(QUERY.format(t=f"read_parquet('{stored}')")).fetchall()
-                times["duckdb"].append(time.perf_counter() - started)
-                assert len(rows) == 1000
-            quarry, direct = (statistics.median(times[k]) for k in ("quarry", "duckdb"))
-            print(f"GROUP BY over files.big: Quarry {quarry:.3f} s, DuckDB on the Parquet "
-                  f"{direct:.3f} s, ratio {quarry / direct:.2f}")
-            os.sync()
+                seconds, growth = upload(server.url, csv, worker, f"big_{client}_{i}",
+                                         client)
+                runs[client].append(seconds)
+                growths.append(growth)
+                requests.delete(f"{server.url}/api/files/big_{client}_{i}", timeout=60)
+            runs["duckdb"].append(in_process_convert(csv, work / "direct.parquet"))
+        direct_s = statistics.median(runs["duckdb"])
+        for client in ("curl", "requests"):
+            quarry_s = statistics.median(runs[client])
+            print(f"upload ({client}): Quarry {quarry_s:.2f} s, DuckDB in-process "
+                  f"{direct_s:.2f} s, ratio {quarry_s / direct_s:.2f}")
+        print("worker RSS growth during each upload: "
+              + ", ".join(f"{g / 2**20:.0f}" for g in growths) + " MiB")
+        upload(server.url, csv, worker, "big", "curl")
+        stored = work / "files" / "big.parquet"
+        times: dict[str, list[float]] = {"quarry": [], "duckdb": []}
+        conn = duckdb.connect(config={"threads": 2})
+        session = requests.Session()
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            body = session.post(f"{server.url}/api/sql/query", timeout=600, json={
+                "query": QUERY.format(t="files.big")}).json()
+            times["quarry"].append(time.perf_counter() - started)
+            assert body["type"] == "table" and len(body["data"]) == 1000, body
+            started = time.perf_counter()
+            rows = conn.execute(QUERY.format(t=f"read_parquet('{stored}')")).fetchall()
+            times["duckdb"].append(time.perf_counter() - started)
+            assert len(rows) == 1000
+        quarry, direct = (statistics.median(times[k]) for k in ("quarry", "duckdb"))
+        print(f"GROUP BY over files.big: Quarry {quarry:.3f} s, DuckDB on the Parquet "
+              f"{direct:.3f} s, ratio {quarry / direct:.2f}")
+        os.sync()
+
+
 
 
 if __name__ == "__main__":

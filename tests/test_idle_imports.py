@@ -46,13 +46,19 @@ def test_a_master_without_models_imports_no_ml_stack_and_no_arrow(sqlite_templat
 
 
 # What gunicorn's when_ready does with QUARRY_FEDERATION_PRELOAD on (gunicorn.conf.py).
+# Then what each worker does after the fork (gunicorn.conf.py's post_fork): where the
+# master preloaded the engine, the worker opens its own engine database.
 ENGINE = """
 import json, sys
 import wsgi
+from app import after_fork
+from app.federation.engine import EXTENSION_KEY
 from app.services.startup import preload_engine
 with wsgi.app.app_context():
     loaded = preload_engine()
-print(json.dumps([loaded, sorted(m for m in ("duckdb", "pyarrow") if m in sys.modules)]))
+modules = sorted(m for m in ("duckdb", "pyarrow") if m in sys.modules)
+after_fork(wsgi.app)
+print(json.dumps([loaded, modules, wsgi.app.extensions[EXTENSION_KEY].is_open]))
 """
 
 
@@ -72,5 +78,6 @@ def test_a_master_preloads_the_engine_only_where_statements_can_federate(sqlite_
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         seen.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    # The demo alone: nothing loaded; the demo and one more source: DuckDB and pyarrow.
-    assert seen == [[False, []], [True, ["duckdb", "pyarrow"]]], seen
+    # The demo alone: nothing loaded, no engine in the worker; the demo and one more
+    # source: DuckDB and pyarrow in the master, and the worker's engine open.
+    assert seen == [[False, [], False], [True, ["duckdb", "pyarrow"], True]], seen

@@ -31,7 +31,7 @@ def list_files():
 @blp.problems(403, 409, 413, 422)
 def upload_file(args, name):
     """Upload a file (multipart/form-data, part ``file``) as the table files.<name>."""
-    return service.upload_file(name, lambda: _read_upload(args))
+    return service.upload_file(name, lambda: _read_upload(name, args))
 
 
 @blp.route("/<file_name:name>", methods=["DELETE"])
@@ -55,16 +55,16 @@ def _too_large(limit: int) -> PayloadTooLarge:
                            "(QUARRY_FILES_MAX_BYTES)")
 
 
-def _read_upload(args: dict[str, Any]) -> service.Upload:
+def _read_upload(name: str, args: dict[str, Any]) -> service.Upload:
     """The form, with its file part written straight into the files folder as it arrives
-    (never held in memory, and never copied again: the converter reads it there)."""
+    (never held in memory), and a CSV or TSV part into the converter at the same time."""
     limit = current_app.config["FILES_MAX_BYTES"]
     if not (request.mimetype or "").startswith("multipart/form-data"):
         raise BadRequest("Send the file as multipart/form-data with a part named 'file'")
     parts: list[Any] = []
 
-    def target(*_: Any, **__: Any) -> Any:
-        handle = service.upload_target()
+    def target(*_: Any, filename: str | None = None, **__: Any) -> Any:
+        handle = service.upload_target(name, filename, args.get("header"))
         parts.append(handle)
         return handle
 
@@ -79,7 +79,7 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
     except BaseException as exc:
         # Too large, or cut off (the client stopped sending): nothing of it stays.
         for handle in parts:
-            handle.close()
+            handle.cancel()
             service.discard(handle.name)
         if isinstance(exc, RequestEntityTooLarge):
             raise _too_large(limit) from None
@@ -90,9 +90,11 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
     stored = files.get("file")
     for handle in parts:
         handle.close()
-        if stored is None or handle.name != getattr(stored.stream, "name", None):
+        if stored is None or handle is not stored.stream:
+            handle.cancel()
             service.discard(handle.name)
     if stored is not None and os.path.getsize(stored.stream.name) > limit:
+        stored.stream.cancel()
         service.discard(stored.stream.name)
         raise _too_large(limit)
     return service.Upload(
@@ -100,4 +102,5 @@ def _read_upload(args: dict[str, Any]) -> service.Upload:
         source_type=(form.get("source_type") or "file").lower(),
         source=form.get("source"),
         original_name=form.get("original_file_name") or (stored.filename if stored else None),
-        sheet=args.get("sheet"), overwrite=args["overwrite"], header=args.get("header"))
+        sheet=args.get("sheet"), overwrite=args["overwrite"], header=args.get("header"),
+        streamed=stored.stream if stored is not None else None)

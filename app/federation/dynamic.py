@@ -32,6 +32,7 @@ leg's rows is not waited for again.
 from __future__ import annotations
 
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import current_app
@@ -42,7 +43,7 @@ from ..sql.estimate import estimate_rows
 from ..sql.gate import gate
 from ..sql.sources import SourceRegistry
 from . import files
-from .engine import Session, Sizes
+from .engine import Estimates, Session, Sizes
 from .plan import Leg, Link, leg_sql, source_column
 
 # A leg with more rows than FEDERATION_DYNAMIC_KEYS still gives its keys (as a range) to a
@@ -77,9 +78,16 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
 
 
 def size_of(leg: Leg, sizes: Sizes) -> int | None:
-    """The leg's rows: as last read whole in this process, else its source's estimate."""
+    """The leg's rows: as last read whole in this process, else its source's estimate, or
+    the rows it sent when last read with dynamic filters if fewer (a source's estimate can
+    be far off: MariaDB, without histograms, takes every condition to keep every row)."""
     known = sizes.get(leg.shape)
-    return known if known is not None else leg.estimate
+    if known is not None:
+        return known
+    sent = sizes.get(_sent_shape(leg))
+    if sent is not None and (leg.estimate is None or sent < leg.estimate):
+        return sent
+    return leg.estimate
 
 
 def size_note(leg: Leg, sizes: Sizes) -> str:
@@ -87,17 +95,30 @@ def size_note(leg: Leg, sizes: Sizes) -> str:
     known = sizes.get(leg.shape)
     if known is not None:
         return f"{known} rows when last run"
+    sent = sizes.get(_sent_shape(leg))
+    if sent is not None and (leg.estimate is None or sent < leg.estimate):
+        return f"{sent} rows when last run with dynamic filters"
     if leg.estimate is not None:
         return f"estimated {leg.estimate} rows by {leg.source.name}"
     return "size not estimated"
 
 
 def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes: Sizes,
-             timeout_s: float) -> None:
+             timeout_s: float, kept: Estimates, ttl_s: float) -> None:
     """Ask each source the rows of its legs that a dynamic filter may join, all at once
-    (legs whose size this process knows already are not asked); sets ``leg.estimate``."""
+    (legs whose size this process knows already are not asked, nor a leg of the same SQL
+    on the same source asked less than ``ttl_s`` ago: ``kept``); sets ``leg.estimate``."""
     linked = {id(leg): leg for link in links for leg in (link.source, link.target)}
-    wanted = [leg for leg in linked.values() if sizes.get(leg.shape) is None]
+    now = time.monotonic()
+    wanted = []
+    for leg in linked.values():
+        if sizes.get(leg.shape) is not None:
+            continue
+        known = kept.get((leg.source.name.lower(), leg.sql)) if ttl_s > 0 else None
+        if known is not None and known[0] is leg.source and now - known[1] < ttl_s:
+            leg.estimate = known[2]
+        else:
+            wanted.append(leg)
     app = current_app._get_current_object()
 
     def one(leg: Leg) -> None:
@@ -109,6 +130,8 @@ def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes
             if not gated.param_names:
                 leg.estimate = estimate_rows(gated.source or leg.source, gated.sql,
                                              timeout_s)
+        if leg.estimate is not None and ttl_s > 0:
+            kept.put((leg.source.name.lower(), leg.sql), (leg.source, now, leg.estimate))
 
     if len(wanted) <= 1:
         for leg in wanted:
@@ -134,13 +157,19 @@ def learn(leg: Leg, rows: int, links: list[Link], session: Session, sizes: Sizes
 
 
 def judge(leg: Leg, links: list[Link], rows: int, sizes: Sizes) -> None:
-    """After a leg was read with the filters of ``links``: when they kept most of its rows
+    """After a leg was read with the filters of ``links``: its rows are kept (a size for
+    the next plans where the source's estimate says more); when they kept most of its rows
     (TPC-H Q5's customers of Asia cut to the nations of all suppliers), the leg need not
     wait for those legs again; it is read at once, beside them."""
+    sizes.put(_sent_shape(leg), rows)
     whole = sizes.get(leg.shape)
     if whole and rows >= whole * USELESS:
         for link in links:
             sizes.put(_useless_shape(link), 1)
+
+
+def _sent_shape(leg: Leg) -> str:
+    return f"{leg.shape}#sent"
 
 
 def _keys_shape(link: Link) -> str:
@@ -217,8 +246,11 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
 
 
 def _literals(values: list, kind: str, glot: str) -> str:
-    """``v1, v2, …`` in the dialect: each value a literal written by sqlglot (quoted and
-    escaped as the dialect needs); one generator for all of them, ~1 µs a value."""
+    """``v1, v2, …`` in the dialect: integers as Python writes them (digits and a sign, the
+    same in every dialect: 3 000 keys in 0.3 ms where sqlglot takes 8-17 ms), any other
+    value a literal written by sqlglot (quoted and escaped as the dialect needs)."""
+    if kind == "int":
+        return ", ".join([str(int(value)) for value in values])
     generator = Dialect.get_or_raise(glot).generator()
     return ", ".join([generator.sql(_literal(value, kind)) for value in values])
 

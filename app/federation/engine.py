@@ -53,6 +53,13 @@ def _engine_errors() -> Iterator[None]:
 # dynamic filters (``dynamic.py``); the most recent SIZES_KEPT shapes.
 Sizes = LruCache[str, int]
 SIZES_KEPT = 4096
+# Tables whose description (columns, key kinds) a process keeps (``legs.describe_tables``),
+# and legs whose row estimate it keeps (``dynamic.estimate``): by (source, table or leg SQL).
+DESCRIBED_KEPT = 1024
+# Statements whose plan a process keeps (``plan.Planned``), by ``plan.plan_key``.
+PLANS_KEPT = 256
+# A leg's estimate: (the source object that gave it, when, rows).
+Estimates = LruCache[tuple[str, str], tuple[Any, float, int]]
 
 
 class Engine:
@@ -65,6 +72,9 @@ class Engine:
         self.threads = threads
         self.files_dir = files_dir
         self.sizes: Sizes = LruCache(SIZES_KEPT)
+        self.described: LruCache[tuple[str, str], Any] = LruCache(DESCRIBED_KEPT)
+        self.estimates: Estimates = LruCache(DESCRIBED_KEPT)
+        self.plans: LruCache[tuple, Any] = LruCache(PLANS_KEPT)
         self._db: Any = None  # duckdb.DuckDBPyConnection
         self._lock = threading.Lock()
 
@@ -73,6 +83,17 @@ class Engine:
             if self._db is None:
                 self._db = self._open()
             return Session(self._db.cursor())
+
+    @property
+    def is_open(self) -> bool:
+        return self._db is not None
+
+    def open(self) -> None:
+        """Open the database now (a gunicorn worker whose master preloaded the engine's
+        modules, at its start), so that no first statement pays for it."""
+        with self._lock:
+            if self._db is None:
+                self._db = self._open()
 
     def _open(self) -> Any:
         # DuckDB loads with the first federated statement: ~55 MiB and a third of a second

@@ -10,12 +10,16 @@ engine, which spills to disk past its memory limit.
 
 from __future__ import annotations
 
+import secrets
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
+from ..lru import LruCache
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.formats import (
     arrow_column,
@@ -43,59 +47,158 @@ _KEY_KINDS = {
 }
 
 
+# A table's columns and key kinds, as ``describe`` answers them.
+Columns = list[tuple[str, str | None]]
+
+
+@dataclass(frozen=True)
+class Described:
+    """A table's description kept by the process (``Engine.described``): valid while its
+    source is the same object (a source changed through the store is a new one) and for
+    FEDERATION_CATALOG_TTL_S after it was read."""
+
+    source: DataSource
+    read_at: float
+    columns: Columns
+
+
+# Runs describe jobs (each given its own statement), all at once; their answers in order.
+RunJobs = Callable[[list[Callable[[Statement], Any]]], list[Any]]
+
+
+def describe_key(source: DataSource, table: exp.Table) -> tuple[str, str]:
+    """How a table is named in ``describe_tables``' answer and in the description cache."""
+    return source.name.lower(), table.sql()
+
+
+def describe_tables(registry: SourceRegistry, deadline: float,
+                    tables: list[tuple[DataSource, exp.Table]], run_jobs: RunJobs,
+                    cache: LruCache[tuple[str, str], Described], ttl_s: float,
+                    kept_ones: set[tuple[str, str]] | None = None
+                    ) -> dict[tuple[str, str], Columns]:
+    """The columns of each table (by ``describe_key``): those the process read less than
+    ``ttl_s`` ago from the same source object from ``cache`` (their keys go in
+    ``kept_ones``), the others asked of their sources, one query per source for all its
+    tables, the sources at once. Files are read every time: their schema is on the disk,
+    and replacing a file changes it."""
+    found: dict[tuple[str, str], Columns] = {}
+    wanted: dict[str, tuple[DataSource, list[exp.Table]]] = {}
+    now = time.monotonic()
+    for source, table in tables:
+        key = describe_key(source, table)
+        if key in found:
+            continue
+        kept = cache.get(key) if ttl_s > 0 and not files.is_file_source(source) else None
+        if kept is not None and kept.source is source and now - kept.read_at < ttl_s:
+            found[key] = kept.columns
+            if kept_ones is not None:
+                kept_ones.add(key)
+        else:
+            found[key] = []  # asked below, once
+            wanted.setdefault(source.name.lower(), (source, []))[1].append(table)
+    groups = list(wanted.values())
+    answers = run_jobs([lambda child, s=source, t=listed: describe(
+        registry, child, deadline, s, t) for source, listed in groups])
+    for (source, listed), columns in zip(groups, answers, strict=True):
+        for table, described in zip(listed, columns, strict=True):
+            key = describe_key(source, table)
+            found[key] = described
+            if not files.is_file_source(source):
+                cache.put(key, Described(source, now, described))
+    return found
+
+
+def forget_described(cache: LruCache[tuple[str, str], Described], leg: Leg) -> None:
+    """Drop the descriptions of a leg's tables (its source failed it: a table or column
+    that changed since it was described is read again by the next statement)."""
+    for table, _ in leg.joined or [(leg.table, leg.alias)]:
+        bare = table.copy()
+        bare.set("alias", None)
+        cache.pop(describe_key(leg.source, bare))
+
+
 def describe(registry: SourceRegistry, statement: Statement, deadline: float,
-             source: DataSource, table: exp.Table) -> list[tuple[str, str | None]]:
-    """The columns of ``table`` with their kind of key ("int", "text", None), asked of its
-    source with a query that reads no row (a missing table fails here, in the source's
-    own words, before any leg runs)."""
+             source: DataSource, tables: list[exp.Table]) -> list[Columns]:
+    """The columns of each of ``tables`` with their kind of key ("int", "text", None),
+    asked of their source with one query that reads no row (a missing table fails here, in
+    the source's own words, before any leg runs): each table's columns follow a marker
+    column of a name no table has."""
     if files.is_file_source(source):
-        return [(name, None) for name in files.describe(table)]
-    sql = exp.select("*").from_(table.copy()).limit(0).sql(dialect=source.sqlglot_dialect)
-    stream = _open(registry, statement, deadline, source, sql, 1)
+        return [[(name, None) for name in files.describe(table)] for table in tables]
+    glot = source.sqlglot_dialect
+    if len(tables) == 1:
+        marks: list[str] = []
+        query = exp.select("*").from_(tables[0].copy()).limit(0)
+    else:
+        token = secrets.token_hex(8)
+        marks = [f"quarry_{token}_{i}" for i in range(len(tables))]
+        parts = [exp.select("*").from_(table.copy()).limit(0).subquery(f"quarry_t{i}")
+                 for i, table in enumerate(tables)]
+        query = exp.select(*[item for i in range(len(tables)) for item in (
+            exp.alias_(exp.Literal.number(1), marks[i]),
+            exp.Column(this=exp.Star(), table=exp.to_identifier(f"quarry_t{i}")))]
+        ).from_(parts[0])
+        for part in parts[1:]:
+            query = query.join(part, join_type="cross")
+    stream = _open(registry, statement, deadline, source, query.sql(dialect=glot), 1)
     try:
         for _ in stream.batches():  # none; read to the end so the connection is reused
             pass
         kinds = _KEY_KINDS.get(stream.dialect, {})
         types = stream.types or [None] * len(stream.columns)
-        described = [(name, kinds.get(spec[0]) if spec else None)
-                     for name, spec in zip(stream.columns, types, strict=True)]
+        every = [(name, kinds.get(spec[0]) if spec else None)
+                 for name, spec in zip(stream.columns, types, strict=True)]
     finally:
         stream.close()
-    if source.dialect == "sqlite" and not table.db:
-        declared = _sqlite_kinds(registry, statement, deadline, source, table.name)
-        described = [(name, declared.get(name.lower())) for name, _ in described]
+    described: list[Columns] = [every] if not marks else []
+    for name, kind in every if marks else ():
+        if name in marks:
+            described.append([])
+        else:
+            described[-1].append((name, kind))
+    if source.dialect == "sqlite":
+        declared = _sqlite_kinds(registry, statement, deadline, source,
+                                 [table.name for table in tables if not table.db])
+        described = [[(name, declared.get((table.name.lower(), name.lower())))
+                      for name, _ in columns] if not table.db else columns
+                     for table, columns in zip(tables, described, strict=True)]
     return described
 
 
 def _sqlite_kinds(registry: SourceRegistry, statement: Statement, deadline: float,
-                  source: DataSource, name: str) -> dict[str, str]:
-    """The key kinds of a SQLite table's columns from the types its CREATE TABLE declares,
-    by SQLite's own affinity rules: INTEGER affinity ("INT" in the type) holds integers,
-    TEXT affinity ("CHAR", "CLOB", "TEXT") text; other columns (and views) take no filter,
-    since SQLite compares them by other rules."""
-    sql = exp.select("sql").from_("sqlite_master").where(
+                  source: DataSource, names: list[str]) -> dict[tuple[str, str], str]:
+    """The key kinds of SQLite tables' columns (by lower-case table and column name) from
+    the types their CREATE TABLE declares, by SQLite's own affinity rules: INTEGER affinity
+    ("INT" in the type) holds integers, TEXT affinity ("CHAR", "CLOB", "TEXT") text; other
+    columns (and views) take no filter, since SQLite compares them by other rules."""
+    if not names:
+        return {}
+    wanted = sorted({name.lower() for name in names})
+    sql = exp.select("name", "sql").from_("sqlite_master").where(
         exp.and_(exp.column("type").eq(exp.Literal.string("table")),
-                 exp.func("lower", exp.column("name")).eq(exp.Literal.string(name.lower())))
-    ).sql(dialect="sqlite")
-    stream = _open(registry, statement, deadline, source, sql, 1)
+                 exp.func("lower", exp.column("name")).isin(
+                     *[exp.Literal.string(name) for name in wanted])))
+    stream = _open(registry, statement, deadline, source, sql.sql(dialect="sqlite"),
+                   len(wanted))
     try:
         rows = [row for batch in stream.batches() for row in batch]
     finally:
         stream.close()
-    if not rows or not rows[0][0]:
-        return {}
-    try:
-        create = sqlglot.parse_one(rows[0][0], read="sqlite")
-    except sqlglot.errors.SqlglotError:
-        return {}
-    found: dict[str, str] = {}
-    for column in create.find_all(exp.ColumnDef):
-        declared = column.args.get("kind")
-        text = declared.sql(dialect="sqlite").upper() if declared is not None else ""
-        if "INT" in text:
-            found[column.name.lower()] = "int"
-        elif any(word in text for word in ("CHAR", "CLOB", "TEXT")):
-            found[column.name.lower()] = "text"
+    found: dict[tuple[str, str], str] = {}
+    for name, text in rows:
+        if not text:
+            continue
+        try:
+            create = sqlglot.parse_one(text, read="sqlite")
+        except sqlglot.errors.SqlglotError:
+            continue
+        for column in create.find_all(exp.ColumnDef):
+            declared = column.args.get("kind")
+            kind = declared.sql(dialect="sqlite").upper() if declared is not None else ""
+            if "INT" in kind:
+                found[name.lower(), column.name.lower()] = "int"
+            elif any(word in kind for word in ("CHAR", "CLOB", "TEXT")):
+                found[name.lower(), column.name.lower()] = "text"
     return found
 
 

@@ -24,7 +24,7 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlglot
@@ -97,6 +97,46 @@ class Plan:
     engine_sql: str                  # DuckDB's dialect, over tables leg_0 …
     names: list[str | None]          # output names to show instead of DuckDB's (None: its own)
     links: list[Link] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A statement as a process planned it last (``Engine.plans``): its parsed tree, the
+    tables it read with what their sources said of them, and the plan. The plan is used
+    again while every table is of the same source object with the same columns."""
+
+    parsed: exp.Expression
+    tables: list[tuple[DataSource, list[tuple[str, str | None]]]]
+    plan: Plan
+
+    def fits(self, tables: list[tuple[DataSource, list[tuple[str, str | None]]]]) -> bool:
+        return len(tables) == len(self.tables) and all(
+            source is kept_source and columns == kept_columns
+            for (source, columns), (kept_source, kept_columns)
+            in zip(tables, self.tables, strict=True))
+
+
+def plan_key(query: str, context: DataSource | None, params: dict[str, Any] | None
+             ) -> tuple | None:
+    """What a kept plan is found by: the text, the context source, the parameters' values
+    with their types (``True`` and ``1`` are different literals); None: not kept."""
+    values = []
+    for name, value in sorted((params or {}).items()):
+        if not isinstance(value, str | int | float | bool) and value is not None:
+            return None  # refused by ``parse``
+        values.append((name, type(value).__name__, value))
+    return query, context.name.lower() if context is not None else None, tuple(values)
+
+
+def fresh(plan: Plan) -> Plan:
+    """A copy of a kept plan for one run: legs of their own (a run notes its rows, state,
+    estimate and dynamic filters on them), sharing what no run changes."""
+    legs = [replace(leg, dynamic=[], rows=0, state="waiting", estimate=None)
+            for leg in plan.legs]
+    new = {id(old): leg for old, leg in zip(plan.legs, legs, strict=True)}
+    links = [replace(link, source=new[id(link.source)], target=new[id(link.target)])
+             for link in plan.links]
+    return Plan(legs, plan.engine_sql, plan.names, links)
 
 
 # Describes a table: its columns, read from the source, each with the kind of key a dynamic

@@ -34,12 +34,25 @@ from ..sql.syntax import parse_sqlglot
 from . import dynamic
 from . import legs as leg_runner
 from .engine import EngineError, current_engine, engine_error
-from .plan import Leg, Plan, leg_sql, parse, shown_names, split, tables_of
+from .plan import (
+    Leg,
+    Plan,
+    Planned,
+    fresh,
+    leg_sql,
+    parse,
+    plan_key,
+    shown_names,
+    split,
+    tables_of,
+)
 from .route import route
 
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
 # Legs fetched at once per statement: each holds a connection of its source's pool.
 MAX_PARALLEL_LEGS = 4
+# What a table changed since it was described makes a statement fail with.
+_STALE = (ErrorCode.QUERY_FAILED, ErrorCode.UNKNOWN_TABLE)
 _EXPLAIN = re.compile(r"\s*explain\s+(?=select\b|with\b|\()", re.IGNORECASE)
 _EXPLAIN_WORD = re.compile(r"\s*explain\b", re.IGNORECASE)
 
@@ -242,8 +255,12 @@ class _Run:
                  limits: Limits, statement: Statement | None) -> None:
         self.query, self.registry, self.context = query, registry, context
         self.statement = statement or Statement(uuid.uuid4().hex)
-        # A write is refused here, before any leg runs.
-        self.parsed = parse(query, registry, limits.params)
+        # A write is refused here, before any leg runs (a kept plan's statement was).
+        self.key = plan_key(query, context, limits.params)
+        self.planned: Planned | None = current_engine().plans.get(self.key) \
+            if self.key is not None else None
+        self.parsed = self.planned.parsed if self.planned is not None else \
+            parse(query, registry, limits.params)
         named = _named_sources(self.parsed, registry, context)
         self.timeout = float(limits.timeout_s or 30.0) if limits.stream else \
             _timeout(named, limits.timeout_s)
@@ -264,18 +281,40 @@ class _Run:
         """Plan the legs (reading each table's columns) and run them into the engine,
         the tables' descriptions and then the legs each in parallel. ``empty``: each leg
         runs with LIMIT 0 (its source checks and describes it, and sends no row), so the
-        engine statement only describes its answer."""
-        registry, deadline = self.registry, self.deadline
+        engine statement only describes its answer.
+
+        A statement planned with descriptions the process kept (``legs.describe_tables``)
+        that fails as a changed table would make it fail (a column or table not found)
+        is planned and run once more with its tables described anew."""
+        kept: set[tuple[str, str]] = set()
+        try:
+            self._load(empty, kept, current_app.config["FEDERATION_CATALOG_TTL_S"])
+        except SqlError as exc:
+            if not kept or exc.code not in _STALE or self.statement.stopped is not None:
+                raise
+            self.session.close()
+            self.session = current_engine().session()
+            self.planned = None
+            self._load(empty, set(), 0)
+
+    def _load(self, empty: bool, kept: set[tuple[str, str]], ttl_s: float) -> None:
+        registry, deadline, engine = self.registry, self.deadline, current_engine()
         tables = tables_of(self.parsed, registry, self.context)
-        columns = dict(zip(
-            [(source.name, table.sql()) for source, table in tables],
-            self._parallel([lambda child, s=source, t=table: leg_runner.describe(
-                registry, child, deadline, s, t) for source, table in tables], "json"),
-            strict=True))
-        self.plan = split(self.parsed, registry, self.context,
-                          lambda source, table: columns[(source.name, table.sql())])
+        columns = leg_runner.describe_tables(
+            registry, deadline, tables, lambda jobs: self._parallel(jobs, "json"),
+            engine.described, ttl_s, kept)
+        read = [(source, columns[leg_runner.describe_key(source, table)])
+                for source, table in tables]
+        if self.planned is not None and self.planned.fits(read):
+            self.plan = fresh(self.planned.plan)
+        else:
+            plan = split(self.parsed, registry, self.context, lambda source, table:
+                         columns[leg_runner.describe_key(source, table)])
+            if self.key is not None:
+                engine.plans.put(self.key, Planned(self.parsed, read, plan))
+            self.plan = fresh(plan)
         self.statement.legs = self.plan.legs
-        engine, most = current_engine(), current_app.config["FEDERATION_DYNAMIC_KEYS"]
+        most = current_app.config["FEDERATION_DYNAMIC_KEYS"]
         if empty:  # no row is read: nothing to learn a size from, no keys to wait for
             for leg in self.plan.legs:
                 leg.limit = 0
@@ -309,8 +348,10 @@ class _Run:
                                   most)
                 leg.state = "done"
                 return rows
-            except BaseException:
+            except BaseException as exc:
                 failed.add(leg.name)
+                if isinstance(exc, SqlError) and child.stopped is None:
+                    leg_runner.forget_described(engine.described, leg)
                 raise
             finally:
                 loaded[leg.name].set()
@@ -322,8 +363,10 @@ class _Run:
 
     def _estimate(self) -> None:
         """Each linked leg's rows, as its source estimates them (``dynamic.estimate``)."""
-        dynamic.estimate(self.plan.legs, self.plan.links, self.registry,
-                         current_engine().sizes, self.deadline - time.monotonic())
+        engine = current_engine()
+        dynamic.estimate(self.plan.legs, self.plan.links, self.registry, engine.sizes,
+                         self.deadline - time.monotonic(), engine.estimates,
+                         current_app.config["FEDERATION_CATALOG_TTL_S"])
 
     def _wait(self, child: Statement, event: threading.Event) -> None:
         while not event.wait(0.05):
@@ -356,6 +399,8 @@ class _Run:
             with app.app_context():
                 return _guard(parent, self.timeout, lambda: job(child))
 
+        if not jobs:
+            return []
         parent.reattach("", stop_all)
         if len(jobs) == 1:
             return [run(jobs[0])]
@@ -412,14 +457,20 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
     parsed = parse(query, registry, params)
     timeout = _timeout(_named_sources(parsed, registry, context), timeout_s)
     deadline = time.monotonic() + timeout
+    engine = current_engine()
     try:
-        plan = split(parsed, registry, context, lambda source, table: _guard(
-            statement, timeout, lambda: leg_runner.describe(registry, statement, deadline,
-                                                            source, table)))
+        columns = leg_runner.describe_tables(
+            registry, deadline, tables_of(parsed, registry, context),
+            lambda jobs: [_guard(statement, timeout, lambda job=job: job(statement))
+                          for job in jobs], engine.described,
+            current_app.config["FEDERATION_CATALOG_TTL_S"])
     finally:
         statement.detach(_Detached())
-    sizes = current_engine().sizes
-    dynamic.estimate(plan.legs, plan.links, registry, sizes, deadline - time.monotonic())
+    plan = split(parsed, registry, context, lambda source, table:
+                 columns[leg_runner.describe_key(source, table)])
+    sizes = engine.sizes
+    dynamic.estimate(plan.legs, plan.links, registry, sizes, deadline - time.monotonic(),
+                     engine.estimates, current_app.config["FEDERATION_CATALOG_TTL_S"])
     waits = dynamic.choose(plan.links, sizes, current_app.config["FEDERATION_DYNAMIC_KEYS"])
     rows = [("; ".join([f"leg {i}: {leg.name}", dynamic.size_note(leg, sizes)]
                        + [dynamic.describe(link) for link in waits.get(leg.name, ())]),

@@ -40,6 +40,8 @@ class Upload:
     sheet: str | None = None
     overwrite: bool = False
     header: bool | None = None         # whether a CSV's first row names its columns
+    # The file part's conversion begun as it arrived (a CSV or TSV file), if it was.
+    streamed: storage.StreamedUpload | None = None
 
 
 def check_name(name: str) -> str:
@@ -47,8 +49,18 @@ def check_name(name: str) -> str:
     return validate_name("file", name)
 
 
-def upload_target() -> Any:
-    return storage.upload_target()
+def upload_target(name: str, filename: str | None, header: bool | None
+                  ) -> storage.StreamedUpload:
+    """Where a file part of an upload named ``name`` is written as it arrives (and, for a
+    CSV or TSV file, converted at once)."""
+    return storage.StreamedUpload(name_key(name), filename, header, _limits())
+
+
+def _limits() -> storage.Limits:
+    config = current_app.config
+    return storage.Limits(max_bytes=config["FILES_MAX_BYTES"],
+                          max_depth=config["MAX_JSON_DEPTH"],
+                          timeout_s=config["FILES_TIMEOUT_S"])
 
 
 def remove_stale_parts(app: Flask) -> None:
@@ -71,6 +83,8 @@ def upload_file(name: str, read: Callable[[], Upload]) -> dict[str, Any]:
     try:
         return _store(name, upload)
     finally:
+        if upload.streamed is not None:
+            upload.streamed.cancel()
         storage.discard(upload.path)
 
 
@@ -110,15 +124,18 @@ def _store(name: str, upload: Upload) -> dict[str, Any]:
 
 
 def _convert(path: str, upload: Upload, key: str) -> storage.Converted:
-    config = current_app.config
-    limits = storage.Limits(max_bytes=config["FILES_MAX_BYTES"],
-                            max_depth=config["MAX_JSON_DEPTH"],
-                            timeout_s=config["FILES_TIMEOUT_S"])
+    limits = _limits()
     try:
         kind = storage.sniff_format(path, upload.original_name, upload.sheet)
         if upload.header is not None and kind not in ("csv", "tsv", "xlsx"):
             raise Unprocessable(f"header applies to CSV, TSV and XLSX files; this is a "
                                 f"{kind.capitalize()} file, which names its columns itself")
+        streamed = upload.streamed
+        if streamed is not None and path == streamed.name and streamed.kind == kind:
+            try:
+                return streamed.result()
+            except storage.FileFormatError:
+                pass  # told from the file on disk below, in the converter's own words
         return storage.convert(path, kind, key, limits, upload.sheet, upload.header)
     except storage.NestedTooDeep as exc:
         raise Unprocessable(str(exc), title="Nested too deep") from None

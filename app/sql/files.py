@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -46,6 +47,9 @@ _RATIO_FROM_BYTES = 1 << 20  # small parts may pack as they like
 # The address space of the process that reads a workbook's sheet (app/sql/sheet.py).
 XLSX_MEMORY_BYTES = 1 << 30
 _SHEET_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sheet.py")
+# What is read of a file to tell its delimiter and encoding, and what an upload holds back
+# before its format is known (``StreamedUpload``).
+_HEAD_BYTES = 1 << 20
 # pyarrow (and pandas with it) loads with the first upload or file read, not with the app.
 pq = on_first_use("pyarrow.parquet")
 
@@ -102,6 +106,154 @@ def upload_target() -> Any:
     os.makedirs(folder, exist_ok=True)
     return tempfile.NamedTemporaryFile(dir=folder, prefix=part_prefix(), suffix=_PART,
                                        delete=False)
+
+
+class StreamedUpload:
+    """The file part of an upload as it arrives: written to its temporary file (``name``)
+    and, once its first MiB says CSV or TSV, also into the converter at once, through a
+    pipe in the files folder, so that converting overlaps receiving instead of following
+    it (an upload of 150 MiB is received in ~0.7 s). The file on disk stays the upload:
+    any other format, a change of mind (``cancel``) or a conversion that fails (its error
+    is then told by converting the file on disk again, in the same words as ever) leave
+    the conversion to ``convert``.
+
+    Werkzeug's form parser writes the part through ``write``; ``close`` ends the pipe.
+    """
+
+    def __init__(self, target_key: str, original_name: str | None, header: bool | None,
+                 limits: Limits) -> None:
+        self.file = upload_target()
+        self.name = self.file.name
+        self.kind: str | None = None    # csv or tsv once its conversion started
+        self.header = header
+        self._key, self._original, self._limits = target_key, original_name, limits
+        self._head = bytearray()
+        self._decided = False
+        self._pipe: str | None = None
+        self._fd: int | None = None
+        self._thread: threading.Thread | None = None
+        self._conn: Any = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._outcome: Converted | BaseException | None = None
+        self._part: str | None = None
+        self._taken = False
+
+    def write(self, data: bytes) -> int:
+        self.file.write(data)
+        if not self._decided:
+            self._head += data
+            if len(self._head) >= _HEAD_BYTES:
+                self._decide()
+        elif self._fd is not None:
+            self._feed(data)
+        return len(data)
+
+    def _decide(self) -> None:
+        self._decided = True
+        head, self._head = bytes(self._head), bytearray()
+        try:
+            kind = sniff_head(head, self._original)
+        except FileFormatError:
+            return  # convert() says so, from the file
+        if kind not in ("csv", "tsv"):
+            return
+        self.kind = kind
+        self._part = _part_name(self._key)
+        self._pipe = self._part.removesuffix(f".parquet{_PART}") + f".pipe{_PART}"
+        os.mkfifo(self._pipe, 0o600)
+        # Read and write: opening never waits for the reader, and the reader sees the end
+        # of the file only when this end closes.
+        self._fd = os.open(self._pipe, os.O_RDWR | os.O_NONBLOCK)
+        self._thread = threading.Thread(target=self._convert, args=(head,), daemon=True,
+                                        name="quarry-upload")
+        self._thread.start()
+        self._feed(head)
+
+    def _convert(self, head: bytes) -> None:
+        try:
+            _copy_to_parquet(self._pipe, self.kind, self._part, self.header, self._limits,
+                             None, head, self._opened)
+            self._outcome = _converted(self._part)
+        except BaseException as exc:  # noqa: BLE001 - handed to the request's thread
+            self._outcome = exc
+        finally:
+            with self._lock:
+                self._conn = None  # closed: nothing to interrupt
+
+    def _opened(self, conn: Any) -> None:
+        with self._lock:
+            self._conn = conn
+            stopped = self._stopped
+        if stopped:
+            conn.interrupt()
+
+    def _feed(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if not self._thread.is_alive():  # the converter stopped: the disk has it all
+                self._end_pipe()
+                return
+            _, ready, _ = select.select([], [self._fd], [], 0.1)
+            if ready:
+                try:
+                    view = view[os.write(self._fd, view[:1 << 16]):]
+                except BlockingIOError:
+                    continue
+
+    def _end_pipe(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """Werkzeug rewinds the part at its end: the part is all written."""
+        self.close()
+        return 0
+
+    def close(self) -> None:
+        """The part is all written (or the upload ends here)."""
+        # A file smaller than its head is converted from the disk: the converter might not
+        # have opened the pipe yet, and it would wait forever for a writer once this end
+        # closed. A larger head fills the pipe, so the converter has opened it by now.
+        self._decided = True
+        self._head = bytearray()
+        self.file.close()
+        self._end_pipe()
+
+    def result(self) -> Converted:
+        """The converted file (the caller owns its part): the conversion is given the
+        upload's time limit from now, the body being all received. FileFormatError,
+        ConversionTooLarge as ``convert`` raises them."""
+        self.close()
+        timer = threading.Timer(self._limits.timeout_s, self._interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            self._thread.join()
+        finally:
+            timer.cancel()
+        outcome = self._outcome
+        if isinstance(outcome, BaseException):
+            raise outcome
+        self._taken = True
+        return outcome
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            self._stopped = True
+            if self._conn is not None:
+                self._conn.interrupt()
+
+    def cancel(self) -> None:
+        """Stop the conversion and remove all but the file on disk (idempotent)."""
+        self.close()
+        if self._thread is not None:
+            self._interrupt()
+            self._thread.join()
+        if not self._taken:
+            discard(self._part)
+        discard(self._pipe)
 
 
 def _host_tag() -> str:
@@ -165,6 +317,12 @@ def sniff_format(path: str, original_name: str | None, sheet: str | None) -> str
     mindsdb_sdk sends a DataFrame as a part without one), CSV by default."""
     with open(path, "rb") as handle:
         head = handle.read(4096)
+    return sniff_head(head, original_name)
+
+
+def sniff_head(head: bytes, original_name: str | None) -> str:
+    """``sniff_format`` from the file's first bytes (4 KiB or more)."""
+    head = head[:4096]
     if not head.strip():
         raise FileFormatError("The file is empty")
     if head.startswith(b"PAR1"):
@@ -192,8 +350,7 @@ def convert(source: str, kind: str, target_key: str, limits: Limits, sheet: str 
     FileFormatError when the file cannot be read, ConversionTooLarge beyond ``limits``,
     with nothing left behind either way."""
     deadline = time.monotonic() + limits.timeout_s
-    prefix = os.path.join(os.path.dirname(stored_path(target_key)), part_prefix())
-    part = f"{prefix}{target_key}-{os.urandom(4).hex()}.parquet{_PART}"
+    part = _part_name(target_key)
     sheet_csv = None
     try:
         if kind == "json":
@@ -203,11 +360,7 @@ def convert(source: str, kind: str, target_key: str, limits: Limits, sheet: str 
             _sheet_as_csv(source, sheet, sheet_csv, limits, deadline)
             source, kind = sheet_csv, "csv"
         _copy_to_parquet(source, kind, part, header, limits, deadline)
-        meta = pq.ParquetFile(part).metadata
-        if meta.num_columns == 0:
-            raise FileFormatError("The file has no columns")
-        columns = [meta.schema.column(i).name for i in range(meta.num_columns)]
-        return Converted(meta.num_rows, columns, os.path.getsize(part), part)
+        return _converted(part)
     except BaseException:
         discard(part)
         raise
@@ -215,28 +368,50 @@ def convert(source: str, kind: str, target_key: str, limits: Limits, sheet: str 
         discard(sheet_csv)
 
 
+def _part_name(target_key: str) -> str:
+    prefix = os.path.join(os.path.dirname(stored_path(target_key)), part_prefix())
+    return f"{prefix}{target_key}-{os.urandom(4).hex()}.parquet{_PART}"
+
+
+def _converted(part: str) -> Converted:
+    meta = pq.ParquetFile(part).metadata
+    if meta.num_columns == 0:
+        raise FileFormatError("The file has no columns")
+    columns = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    return Converted(meta.num_rows, columns, os.path.getsize(part), part)
+
+
 def _copy_to_parquet(source: str, kind: str, part: str, header: bool | None, limits: Limits,
-                     deadline: float) -> None:
+                     deadline: float | None, head: bytes | None = None,
+                     opened: Callable[[Any], None] | None = None) -> None:
+    """``deadline`` None: the caller stops it (``opened`` hands it the connection: the
+    source is then a pipe, ``head`` its first bytes)."""
     conn = _converter()
     timer = None
     try:
-        relation = _reader(conn, source, kind, header)
-        if time.monotonic() >= deadline:
-            raise _out_of_time(limits)
-        # DuckDB stops a statement interrupted from another thread: the time limit.
-        timer = threading.Timer(deadline - time.monotonic(), conn.interrupt)
-        timer.daemon = True
-        timer.start()
+        if opened is not None:
+            opened(conn)
+        relation = _reader(conn, source, kind, header, head)
+        if deadline is not None:
+            if time.monotonic() >= deadline:
+                raise _out_of_time(limits)
+            # DuckDB stops a statement interrupted from another thread: the time limit.
+            timer = threading.Timer(deadline - time.monotonic(), conn.interrupt)
+            timer.daemon = True
+            timer.start()
         conn.execute(f"COPY (SELECT * FROM {relation}) TO '{_quoted(part)}' "
                      "(FORMAT parquet, COMPRESSION zstd)")
     except ConversionTooLarge:
         raise
     except Exception as exc:  # noqa: BLE001 - DuckDB's error types, in its words
-        if type(exc).__name__ == "InterruptException" or time.monotonic() >= deadline:
+        if type(exc).__name__ == "InterruptException" or \
+                (deadline is not None and time.monotonic() >= deadline):
             raise _out_of_time(limits) from None
         if type(exc).__name__ == "OutOfMemoryException":  # not the file's fault
             raise ConversionTooLarge("The file cannot be converted within the converter's "
                                      f"memory limit: {str(exc).splitlines()[0]}") from None
+        if opened is not None:  # a pipe cannot be read again to tell where: the caller
+            raise FileFormatError(str(exc)) from None  # reads the file on disk for that
         raise FileFormatError(_describe_error(kind, exc, conn, source)) from None
     finally:
         if timer is not None:
@@ -329,43 +504,49 @@ def _quoted(path: str) -> str:
     return path.replace("'", "''")
 
 
-def _reader(conn: Any, source: str, kind: str, header: bool | None = None) -> str:
+def _reader(conn: Any, source: str, kind: str, header: bool | None = None,
+            head: bytes | None = None) -> str:
+    """DuckDB's reader of the file at ``source``; ``head``: its first MiB (the file itself
+    cannot be read twice: a pipe), else read from it."""
     path = _quoted(source)
     if kind == "parquet":
         return f"read_parquet('{path}')"
     if kind == "json":
         return f"read_json('{path}', format='auto')"
-    delim = "\\t" if kind == "tsv" else _delimiter(source)
+    if head is None:
+        with open(source, "rb") as handle:
+            head = handle.read(_HEAD_BYTES)
+    delim = "\\t" if kind == "tsv" else _delimiter(head)
     options = (f"delim=E'{delim}', skip=0, strict_mode=true, "
                "null_padding=false") if delim == "\\t" else \
         (f"delim='{delim}', skip=0, strict_mode=true, null_padding=false")
     if header is not None:  # else DuckDB's sniffer decides whether the first row names
         options += f", header={str(header).lower()}"
-    encoding = _encoding(source)
+    encoding = _encoding(head)
     if encoding != "utf-8":
         options += f", encoding='{encoding}'"
     return f"read_csv('{path}', {options})"
 
 
-def _delimiter(source: str) -> str:
-    """The delimiter the header line uses most (DuckDB's sniffer, given a free hand,
-    would rather read a ragged file as one column than say where it is ragged)."""
-    with open(source, "rb") as handle:
-        header = handle.readline(65536)
+def _delimiter(head: bytes) -> str:
+    """The delimiter the header line (of the file's first bytes ``head``) uses most
+    (DuckDB's sniffer, given a free hand, would rather read a ragged file as one column
+    than say where it is ragged)."""
+    header = head[:65536].split(b"\n", 1)[0]
     counts = {d: header.count(d.encode()) for d in (",", "\t", ";", "|")}
     best = max(counts, key=lambda d: counts[d])
     return best if counts[best] else ","
 
 
-def _encoding(source: str) -> str:
-    """utf-8 when the first MiB decodes as such, else latin-1 (any byte is latin-1)."""
-    with open(source, "rb") as handle:
-        head = handle.read(1 << 20)
+def _encoding(head: bytes) -> str:
+    """utf-8 when the first MiB (``head``) decodes as such, else latin-1 (any byte is
+    latin-1)."""
+    head = head[:_HEAD_BYTES]
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
         # Not merely a character cut at the end of the first MiB.
-        if len(head) < (1 << 20) or exc.start < len(head) - 4:
+        if len(head) < _HEAD_BYTES or exc.start < len(head) - 4:
             return "latin-1"
     return "utf-8"
 
@@ -385,7 +566,8 @@ def _describe_error(kind: str, exc: Exception, conn: Any, source: str) -> str:
 
 
 def _strict_error(conn: Any, source: str, kind: str) -> str | None:
-    delim = "\t" if kind == "tsv" else _delimiter(source)
+    with open(source, "rb") as handle:
+        delim = "\t" if kind == "tsv" else _delimiter(handle.read(65536))
     with open(source, encoding="utf-8", errors="replace") as handle:
         header = handle.readline().rstrip("\r\n").split(delim)
     columns = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(header))) + "}"

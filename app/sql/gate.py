@@ -219,13 +219,30 @@ def gate(query: str, registry: SourceRegistry, context_db: str | None) -> GatedS
     key = (query, context_db.lower() if context_db else None)
     cached = registry.gate_cache.get(key)
     if cached is not None and _still_current(cached, registry):
+        if isinstance(cached, _CrossSource):
+            raise SqlError(ErrorCode.CROSS_SOURCE, cached.message)
         return cached
-    gated = _gate(query, registry, context_db)
+    try:
+        gated = _gate(query, registry, context_db)
+    except SqlError as exc:
+        # A statement over several sources is gated by each caller that routes it (the
+        # dispatch, ``federation/route.py``): its answer is kept as well as a success.
+        if exc.code == ErrorCode.CROSS_SOURCE:
+            registry.gate_cache.put(key, _CrossSource(exc.message))
+        raise
     registry.gate_cache.put(key, gated)
     return gated
 
 
-def _still_current(gated: GatedStatement, registry: SourceRegistry) -> bool:
+@dataclass(frozen=True)
+class _CrossSource:
+    """A kept answer of the gate: the statement reads several data sources."""
+
+    message: str
+    source: None = None
+
+
+def _still_current(gated: GatedStatement | _CrossSource, registry: SourceRegistry) -> bool:
     """Whether a cached statement's source is still the one its name gives: a source
     created at run time may have been changed or dropped through another worker since (the
     lookup checks the store's catalog version, once per request)."""

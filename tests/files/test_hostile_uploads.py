@@ -9,6 +9,7 @@ import io
 import os
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -201,3 +202,82 @@ def test_parts_of_a_process_that_is_gone_are_removed_at_start(served):
     wait_for_a_new_worker(server.url)
     assert not orphan.exists()
     assert names["alive"] in _parts(folder)
+
+
+def _multipart(data: bytes, filename: str) -> tuple[bytes, str]:
+    boundary = "quarry-streamed-" + os.urandom(8).hex()
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"{filename}\"\r\nContent-Type: text/csv\r\n\r\n").encode() + data + \
+        f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def _start_upload(url: str, name: str, body: bytes, kind: str, first: int) -> socket.socket:
+    """A PUT whose headers and first ``first`` bytes of body are sent; the rest is not."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = socket.create_connection((host, int(port)), timeout=60)
+    conn.sendall((f"PUT /api/files/{name} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {kind}"
+                  f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+                 + body[:first])
+    return conn
+
+
+def _wait_for(check, seconds: float = 20.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.02)
+    return check()
+
+
+def _csv_rows(rows: int) -> bytes:
+    return b"id,label\n" + b"".join(b"%d,row %d of a streamed upload\n" % (i, i)
+                                    for i in range(rows))
+
+
+def test_a_csv_upload_is_converted_while_its_body_still_arrives(served):
+    server, folder, _ = served
+    (worker,) = workers(server.process.pid)
+    data = _csv_rows(150_000)  # ~4.5 MiB
+    body, kind = _multipart(data, "streamed.csv")
+    conn = _start_upload(server.url, "streamed", body, kind, 2 << 20)
+    try:
+        # Half the body is still to come, and the converter already reads it: its pipe
+        # is in the files folder.
+        mine = part_prefix(worker)
+        assert _wait_for(lambda: [n for n in _parts(folder)
+                                  if n.startswith(mine) and n.endswith(".pipe.part")])
+        conn.sendall(body[2 << 20:])
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    finally:
+        conn.close()
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:500]
+    assert b'"row_count":150000' in answer.replace(b" ", b""), answer[-500:]
+    got = requests.post(server.url + "/api/sql/query", timeout=30, json={
+        "query": "SELECT count(*), sum(id), max(label) FROM files.streamed"}).json()
+    assert got["data"] == [[150_000, 150_000 * 149_999 // 2,
+                            "row 99999 of a streamed upload"]], got
+    assert [n for n in _parts(folder) if n.startswith(mine)] == []
+
+
+def test_an_upload_left_while_its_conversion_runs_leaves_nothing(served):
+    server, folder, _ = served
+    (worker,) = workers(server.process.pid)
+    body, kind = _multipart(_csv_rows(150_000), "left.csv")
+    conn = _start_upload(server.url, "left", body, kind, 2 << 20)
+    mine = part_prefix(worker)
+    try:
+        assert _wait_for(lambda: [n for n in _parts(folder)
+                                  if n.startswith(mine) and n.endswith(".pipe.part")])
+    finally:
+        conn.close()  # the client stops sending: the rest never comes
+    assert _wait_for(lambda: not [n for n in _parts(folder) if n.startswith(mine)])
+    assert "left.parquet" not in os.listdir(folder)
+    listed = requests.get(server.url + "/api/files/", timeout=10).json()
+    assert "left" not in [f["name"] for f in listed]
+    assert workers(server.process.pid) == [worker]
+    assert requests.get(server.url + "/api/status", timeout=10).status_code == 200
