@@ -97,7 +97,14 @@ def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes
     """Ask each source the rows of its legs that a dynamic filter may join, all at once
     (legs whose size this process knows already are not asked); sets ``leg.estimate``."""
     linked = {id(leg): leg for link in links for leg in (link.source, link.target)}
-    wanted = [leg for leg in linked.values() if sizes.get(leg.shape) is None]
+    estimate_legs(list(linked.values()), registry, sizes, timeout_s)
+
+
+def estimate_legs(legs: list[Leg], registry: SourceRegistry, sizes: Sizes,
+                  timeout_s: float) -> None:
+    """Ask each source the rows of ``legs`` whose size this process does not know, all
+    at once; sets ``leg.estimate``."""
+    wanted = [leg for leg in legs if sizes.get(leg.shape) is None]
     app = current_app._get_current_object()
 
     def one(leg: Leg) -> None:
