@@ -26,17 +26,18 @@ import math
 import re
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import sqlglot
 from flask import Flask, current_app
-from sqlalchemy.engine import make_url
 
 from ..errors import EngineUnavailable
 from ..lazy import on_first_use
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.execute import checkout
 from ..sql.formats import pa  # pyarrow, imported with the first federated statement
 from ..sql.gate import GatedStatement
 from ..sql.running import cancel_marked
@@ -74,11 +75,7 @@ class SparkEngine:
             raise EngineUnavailable("Federated statements run on Spark (FEDERATION_ENGINE) "
                                     "but QUARRY_SPARK_REMOTE is not set")
         self._check_reachable()
-        # pyspark's Connect client loads with the first statement Spark runs: a worker
-        # that never sends one never pays its import.
-        from pyspark.sql.connect.client.retries import DefaultPolicy
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-
+        ConnectSession, DefaultPolicy = _connect_client()
         try:
             spark = ConnectSession.builder.remote(self.remote).create()
             # A server that went away answers at once, not after the client's ten minutes
@@ -133,7 +130,7 @@ class SparkSession:
     @staticmethod
     def reaches(source: DataSource) -> bool:
         """Whether Spark reads ``source`` itself (over JDBC)."""
-        return source.dialect in _JDBC and "url" in source.info
+        return source.dialect in _JDBC
 
     def jdbc(self, leg: Leg, gated: GatedStatement, timeout_s: float) -> None:
         """Make the view ``leg.name`` a JDBC relation reading the gated leg query from its
@@ -268,6 +265,19 @@ class SparkFailure(Exception):
                         + _first_line(self))
 
 
+def _connect_client() -> tuple[Any, Any]:
+    """pyspark's Connect client (its session class and retry policy), loaded with the first
+    statement Spark runs: a worker that never sends one never pays its import."""
+    with warnings.catch_warnings():
+        # pyspark warns at import that it has not been tried with pandas 3 (which Quarry
+        # uses): the Connect client moves Arrow, never pandas, so the warning says nothing
+        # about this use.
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    return ConnectSession, DefaultPolicy
+
+
 def _is_unavailable(exc: BaseException) -> bool:
     import grpc
 
@@ -305,9 +315,8 @@ def jdbc_options(source: DataSource, sql: str, timeout_s: float, marker: str
     URL, its account as ``user``/``password`` (which Spark redacts), the read-only session
     and the time limit, and the leg's gated query marked with the statement's id."""
     scheme, driver, port = _JDBC[source.dialect]
-    url = make_url(source.info["url"])
-    address = f"jdbc:{scheme}://{url.host or '127.0.0.1'}:{url.port or port}/" \
-              f"{url.database or ''}"
+    host, number, database, user, password = _account(source)
+    address = f"jdbc:{scheme}://{host}:{number or port}/{database}"
     seconds = max(1, math.ceil(timeout_s))
     if source.dialect == "postgresql":
         # Every transaction of the session read-only; the server's own time limit; the
@@ -331,11 +340,29 @@ def jdbc_options(source: DataSource, sql: str, timeout_s: float, marker: str
         "pushDownLimit": "true",
         "pushDownOffset": "true",
     }
-    if url.username:
-        options["user"] = url.username
-    if url.password:
-        options["password"] = url.password
+    if user:
+        options["user"] = user
+    if password:
+        options["password"] = password
     return options
+
+
+def _account(source: DataSource) -> tuple[str, int | None, str, str | None, str | None]:
+    """(host, port, database, user, password) of ``source``, read from a connection of
+    its pool (configured and run-time sources alike keep their password only there)."""
+    conn = checkout(source)
+    try:
+        driver = conn.driver_connection
+        if source.dialect == "postgresql":
+            info = driver.info
+            return info.host, info.port, info.dbname, info.user, info.password or None
+        database = driver.db.decode() if isinstance(driver.db, bytes) else driver.db
+        password = driver.password.decode() if isinstance(driver.password, bytes) \
+            else driver.password
+        user = driver.user.decode() if isinstance(driver.user, bytes) else driver.user
+        return driver.host, driver.port, database or "", user, password or None
+    finally:
+        conn.close()
 
 
 def validate_engine(app: Flask) -> None:
