@@ -29,7 +29,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import sqlglot
 from flask import Flask, current_app
@@ -56,6 +56,8 @@ _JDBC = {
 }
 _MARK = re.compile(r"[^A-Za-z0-9_]")
 _ROWS_PER_FETCH = 10_000
+# The password option as a Spark Connect plan prints it (protobuf text: key, then value).
+_PASSWORD_IN_PLAN = r'(?s)key: "password".{0,64}?value: "(?:[^"\\]|\\.)*"'
 
 
 class SparkEngine:
@@ -77,7 +79,11 @@ class SparkEngine:
         self._check_reachable()
         ConnectSession, DefaultPolicy = _connect_client()
         try:
-            spark = ConnectSession.builder.remote(self.remote).create()
+            # Spark redacts the JDBC password in plans and logs by its key, but the Connect
+            # UI shows each request's plan as text: this session's string redaction hides
+            # the password option there (the pattern holds no secret itself).
+            spark = ConnectSession.builder.remote(self.remote) \
+                .config("spark.sql.redaction.string.regex", _PASSWORD_IN_PLAN).create()
             # A server that went away answers at once, not after the client's ten minutes
             # of retries.
             spark.client.set_retry_policies([DefaultPolicy(max_retries=2,
@@ -319,11 +325,15 @@ def jdbc_options(source: DataSource, sql: str, timeout_s: float, marker: str
     address = f"jdbc:{scheme}://{host}:{number or port}/{database}"
     seconds = max(1, math.ceil(timeout_s))
     if source.dialect == "postgresql":
-        # Every transaction of the session read-only; the server's own time limit; the
-        # standard reading of strings that the gate assumed (``execute.begin_postgresql``).
-        init = ("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; "
-                f"SET statement_timeout = {seconds * 1000}; "
-                "SET standard_conforming_strings = on")
+        # Read-only from the session's start: Spark may open the transaction before its
+        # init statement runs (autocommit off for a cursor read), and a default changed
+        # inside a transaction holds only for the next one. So the server's settings come
+        # as startup options too: every transaction read-only, the source's time limit,
+        # and the standard reading of strings the gate assumed (execute.begin_postgresql).
+        startup = quote(f"-c default_transaction_read_only=on -c statement_timeout="
+                        f"{seconds * 1000} -c standard_conforming_strings=on", safe="")
+        address += f"?options={startup}"
+        init = "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET TRANSACTION READ ONLY"
     else:
         # MySQL and MariaDB name their time limits differently: JDBC's queryTimeout below
         # (the driver kills the query past it) serves both.
