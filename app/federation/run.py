@@ -412,6 +412,9 @@ class _Run:
             raise self.engine_failure(exc) from None
 
     def engine_failure(self, exc: EngineError | SparkFailure) -> SqlError:
+        if self.statement.stopped is None and time.monotonic() >= self.deadline:
+            # A source's own time limit (the same one) may fire a moment before ours.
+            self.statement.stopped = TIME_LIMIT
         if self.statement.stopped is not None:
             return self.statement.error(self.timeout)
         if isinstance(exc, SparkFailure):

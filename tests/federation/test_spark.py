@@ -168,36 +168,36 @@ def test_credentials_never_show_in_spark_logs_plans_or_ui(squery, spark):
     logs = spark.logs()
     assert "JDBCRelation" in logs or "SparkConnect" in logs  # the logs are there to read
     assert PG_SECRET not in logs and MARIA_SECRET not in logs
-    apps = requests.get(spark.ui + "/api/v1/applications", timeout=10).json()
+    apps = requests.get(spark.ui + "/api/v1/applications", timeout=60).json()
     seen = []
     for app in apps:
         base = f"{spark.ui}/api/v1/applications/{app['id']}"
         for path in ("/sql?details=true&planDescription=true", "/environment", "/jobs"):
-            seen.append(requests.get(base + path, timeout=10).text)
+            seen.append(requests.get(base + path, timeout=60).text)
     for page in ("/connect/", "/SQL/", "/environment/", "/jobs/"):
-        seen.append(requests.get(spark.ui + page, timeout=10).text)
+        seen.append(requests.get(spark.ui + page, timeout=60).text)
     ui = "\n".join(seen)
     assert "JDBCRelation" in ui  # the plans are shown …
     assert PG_SECRET not in ui and MARIA_SECRET not in ui  # … without the secrets
 
 
-def test_jdbc_sessions_are_read_only(spark_app, spark):
+def test_jdbc_sessions_are_read_only(spark_app, spark, fed_sources):
     """The second layer under the gate: even a query the gate never saw cannot write
-    through the session Spark opens (here: a sequence's next value)."""
-    from pyspark.sql.connect.session import SparkSession
+    through the session Spark opens (here: a sequence's next value), with accounts that
+    may write (PostgreSQL's and MariaDB's administrators)."""
+    from app.federation.spark import _connect_client, jdbc_options
+    from app.sql.sources import build_source
 
-    from app.federation.spark import jdbc_options
-
+    session_class, _ = _connect_client()
     with spark_app.app_context():
-        from app.sql.sources import current_sources
-
-        sources = current_sources()
         writes = {"pg": "SELECT nextval('spark_seq') AS v",
                   "maria": "SELECT NEXTVAL(spark_seq) AS v"}
-        session = SparkSession.builder.remote(spark.remote).create()
+        session = session_class.builder.remote(spark.remote).create()
         try:
             for name, sql in writes.items():
-                options = jdbc_options(sources.get(name), sql, 10, "quarry_ro_check")
+                source = build_source(f"{name}_admin", fed_sources[name], spark_app.config)
+                options = jdbc_options(source, sql, 10, "quarry_ro_check")
+                source.dispose()
                 with pytest.raises(Exception) as failed:
                     session.read.format("jdbc").options(**options).load().collect()
                 assert "read" in str(failed.value).lower() and \
@@ -225,9 +225,9 @@ def _jdbc_reads() -> int:
 
 def _running_jobs(spark) -> int:
     count = 0
-    for app in requests.get(spark.ui + "/api/v1/applications", timeout=10).json():
+    for app in requests.get(spark.ui + "/api/v1/applications", timeout=60).json():
         count += len(requests.get(f"{spark.ui}/api/v1/applications/{app['id']}/jobs"
-                                  "?status=running", timeout=10).json())
+                                  "?status=running", timeout=60).json())
     return count
 
 
