@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -40,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import federation as fed  # noqa: E402
-from _server import migrate, quarry_env, serving  # noqa: E402
+from _server import serving  # noqa: E402
 
 from tests.spark_server import connect_server, standalone_cluster  # noqa: E402
 
@@ -173,19 +172,8 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="quarry-bench-spark-") as work:
         folder = Path(work)
-        started = time.perf_counter()
-        fed.generate(args.scale, folder / "data")
         try:
-            sources = fed.build(folder, folder / "data")
-            print(f"TPC-H scale {args.scale}: generated and loaded in "
-                  f"{time.perf_counter() - started:.0f} s", flush=True)
-            env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{folder}/store.db",
-                             QUARRY_INSTANCE_PATH=str(folder), QUARRY_WORKERS="1",
-                             QUARRY_DEMO_SOURCE="false",
-                             QUARRY_DATA_SOURCES=json.dumps(sources),
-                             QUARRY_SQL_TIMEOUT_S="1200", QUARRY_SQL_MAX_ROWS="1000000",
-                             QUARRY_FEDERATION_MEMORY=str(fed.MEMORY))
-            migrate(env)
+            env = fed.tpch_env(args.scale, folder, timeout_s=1200)
             with connect_server(str(folder / "spark")) as spark, contextlib.ExitStack() as s:
                 duck = s.enter_context(serving(env, folder))
                 small = s.enter_context(serving(
