@@ -449,12 +449,14 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
     finally:
         statement.detach(_Detached())
     sizes = current_engine().sizes
-    session, engine, note = open_engine(plan, registry, statement, deadline)
-    try:
-        if isinstance(session, SparkSession):
-            return _explain_spark(plan, registry, statement, deadline, timeout, session)
-    finally:
-        session.close()
+    engine, note = "duckdb", None
+    if current_app.config["FEDERATION_ENGINE"] != "duckdb":
+        session, engine, note = open_engine(plan, registry, statement, deadline)
+        try:
+            if isinstance(session, SparkSession):
+                return _explain_spark(plan, registry, statement, deadline, timeout, session)
+        finally:
+            session.close()
     dynamic.estimate(plan.legs, plan.links, registry, sizes, deadline - time.monotonic())
     waits = dynamic.choose(plan.links, sizes, current_app.config["FEDERATION_DYNAMIC_KEYS"])
     rows = [("; ".join([f"leg {i}: {leg.name}", dynamic.size_note(leg, sizes)]

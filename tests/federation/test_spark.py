@@ -285,6 +285,9 @@ def test_spark_down_answers_503_naming_the_remote_and_auto_falls_back(
         assert response.status_code == 503, response.get_data(as_text=True)
         problem = response.get_json()
         assert remote in problem["detail"] and "Spark" in problem["title"] + problem["detail"]
+        record = down.test_client().get("/api/audit").get_json()["records"][0]
+        assert record["statement"] == JOINED and record["outcome"] == "error", record
+        assert record["error_code"] == "10", record  # SOURCE_DOWN: the statement did not run
         # A statement on one source does not need Spark.
         one = down.test_client().post("/api/sql/query", json={
             "query": "SELECT count(*) AS n FROM pg.orders"}).get_json()
