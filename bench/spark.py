@@ -95,34 +95,34 @@ def queries(single: str, duck: str, small: str, spark: str, repeat: int, memory:
 
 def _running_jobs(ui: str) -> int:
     count = 0
-    for app in requests.get(ui + "/api/v1/applications", timeout=10).json():
+    for app in requests.get(ui + "/api/v1/applications", timeout=60).json():
         count += len(requests.get(f"{ui}/api/v1/applications/{app['id']}/jobs"
-                                  "?status=running", timeout=10).json())
+                                  "?status=running", timeout=60).json())
     return count
 
 
 def cancel(url: str, ui: str) -> None:
-    sql = ("SELECT count(*) FROM pg.lineitem l JOIN lite.supplier s ON s.s_suppkey = "
-           "l.l_suppkey JOIN pg.orders o ON o.o_orderkey = l.l_orderkey "
-           "JOIN maria.customer c ON c.c_custkey = o.o_custkey")
-    thread = threading.Thread(target=lambda: attempt(url, sql))
-    thread.start()
-    query_id = None
-    while query_id is None:
-        time.sleep(0.05)
-        for item in requests.get(f"{url}/api/sql/queries", timeout=10).json():
-            if item["statement"] == sql:
-                query_id = item["query_id"]
-    marker = f"%quarry_{query_id}%"
+    """A statement whose PostgreSQL leg is slow to read (a view that sleeps 20 ms a row),
+    cancelled once Spark's job runs and its JDBC read is in PostgreSQL."""
     with fed._pg(fed.SPLIT_DB) as conn:
-        def reads() -> int:
-            return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s "
-                                "AND state = 'active' AND pid <> pg_backend_pid()",
-                                (marker,)).fetchone()[0]
+        conn.execute("CREATE VIEW slow_bench AS SELECT g + length(pg_sleep(0.02)::text) "
+                     "AS k FROM generate_series(1, 5000) g")
+    sql = "SELECT count(*) FROM pg.slow_bench s JOIN maria.customer c ON c.c_custkey = s.k"
+    answer: list = []
+    thread = threading.Thread(target=lambda: answer.append(attempt(url, sql)[1]))
+    thread.start()
+    with fed._pg(fed.SPLIT_DB) as conn:
+        def reads() -> int:  # Spark's JDBC reads of the view, running or left open
+            return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                                "'%slow_bench%SPARK_GEN_SUBQ%' AND state <> 'idle' "
+                                "AND pid <> pg_backend_pid()").fetchone()[0]
 
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (reads() and _running_jobs(ui)):
             time.sleep(0.05)
+        query_id = next(item["query_id"] for item in
+                        requests.get(f"{url}/api/sql/queries", timeout=10).json()
+                        if item["statement"] == sql)
         before = (reads(), _running_jobs(ui))
         asked = time.perf_counter()
         requests.delete(f"{url}/api/sql/queries/{query_id}", timeout=10)
@@ -135,10 +135,13 @@ def cancel(url: str, ui: str) -> None:
                 jobs_gone = time.perf_counter() - asked
             time.sleep(0.02)
     thread.join()
+    answered = answer[0].get("error_message", answer[0].get("type")) if answer else "-"
     shown = [f"{v * 1000:.0f} ms" if v is not None else "> 30 s"
              for v in (jobs_gone, reads_gone)]
     print(f"\ncancel on Spark: before: {before[0]} JDBC reads in PostgreSQL, {before[1]} "
-          f"Spark jobs; after DELETE: jobs gone {shown[0]}, JDBC reads gone {shown[1]}")
+          f"Spark jobs; after DELETE: no running job {shown[0]}, no JDBC read "
+          f"{shown[1]} (each poll of Spark's UI takes its time); answer: {answered}",
+          flush=True)
 
 
 def cluster(folder: Path, env: dict[str, str], want: dict, repeat: int) -> None:
@@ -150,9 +153,9 @@ def cluster(folder: Path, env: dict[str, str], want: dict, repeat: int) -> None:
         sql = fed.statement("Q5", True)
         attempt(quarry.url, sql)
         seconds, body = median_of(quarry.url, sql, repeat)
-        apps = requests.get(server.ui + "/api/v1/applications", timeout=10).json()
+        apps = requests.get(server.ui + "/api/v1/applications", timeout=60).json()
         executors = requests.get(f"{server.ui}/api/v1/applications/{apps[0]['id']}/executors",
-                                 timeout=10).json()
+                                 timeout=60).json()
         workers = len([e for e in executors if e["id"] != "driver"])
         same = body.get("type") == "table" and fed.same(want["data"], body["data"])
         print(f"\nstandalone cluster ({workers} executors on 2 workers): Q5 "
@@ -168,6 +171,8 @@ def main() -> None:
                         help="FEDERATION_MEMORY of the small-memory DuckDB server")
     parser.add_argument("--cluster", action="store_true",
                         help="also Q5 on a standalone cluster of two workers")
+    parser.add_argument("--no-queries", action="store_true",
+                        help="only the cancel (and --cluster): no query table")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="quarry-bench-spark-") as work:
@@ -182,8 +187,9 @@ def main() -> None:
                 on_spark = s.enter_context(serving(
                     {**env, "QUARRY_FEDERATION_ENGINE": "spark",
                      "QUARRY_SPARK_REMOTE": spark.remote}, folder, name="gunicorn-spark"))
-                answers = queries(duck.url, duck.url, small.url, on_spark.url, args.repeat,
-                                  args.memory)
+                answers = {"Q5": attempt(duck.url, fed.statement("Q5", False))[1]} \
+                    if args.no_queries else queries(duck.url, duck.url, small.url,
+                                                    on_spark.url, args.repeat, args.memory)
                 cancel(on_spark.url, spark.ui)
             if args.cluster:  # alone on the machine: the local server is stopped
                 cluster(folder, env, answers["Q5"], args.repeat)
