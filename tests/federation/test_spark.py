@@ -23,6 +23,7 @@ import requests
 from flask import Flask
 
 from app import create_app
+from app.services import auth as auth_service
 
 from ..conftest import _dispose
 from ..helpers import sql_runner
@@ -270,6 +271,33 @@ def test_time_limit_stops_the_statement_on_spark(spark_app, spark):
     while time.monotonic() < deadline and _jdbc_reads():
         time.sleep(0.1)
     assert _jdbc_reads() == 0
+
+
+def test_the_callers_rights_hold_on_spark(spark, spark_sources, session_dir,
+                                          sqlite_template):
+    app = _app(spark_sources, session_dir, sqlite_template, "rights",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote, AUTH_REQUIRED=True,
+               SECRET_KEY="x" * 32, DEMO_SOURCE=False)
+    try:
+        with app.app_context():
+            auth_service.create_user("root", "a long password 1", admin=True)
+            auth_service.create_user("bob", "a long password 2")
+            tokens = {who: auth_service.create_token(who, "t")[1] for who in ("root", "bob")}
+        client = app.test_client()
+
+        def sql(who: str, query: str) -> dict:
+            return client.post("/api/sql/query", json={"query": query}, headers={
+                "Authorization": f"Bearer {tokens[who]}"}).get_json()
+
+        assert sql("root", "GRANT query ON DATABASE pg TO bob")["type"] == "ok"
+        refused = sql("bob", JOINED)  # maria: not granted, so it does not exist for bob
+        assert refused["type"] == "error" and refused["error_code"] == 5, refused
+        assert "maria" in refused["error_message"]
+        assert sql("root", "GRANT query ON DATABASE maria TO bob")["type"] == "ok"
+        granted = sql("bob", JOINED)
+        assert granted["type"] == "table" and granted["context"]["engine"] == "spark", granted
+    finally:
+        _dispose(app)
 
 
 def test_spark_down_answers_503_naming_the_remote_and_auto_falls_back(
