@@ -199,7 +199,8 @@ class SparkSession:
             return list(self._frame.columns)
 
     def batches(self, rows: int = _ROWS_PER_FETCH) -> Iterator[pa.RecordBatch]:
-        """The answer as record batches, as Spark Connect streams them."""
+        """The answer as record batches, as Spark Connect streams them (what pyspark's
+        ``toLocalIterator`` reads, without making a Row of each value)."""
         client, plan = self.spark.client, self._frame._plan
         with self._errors():
             for part in client.to_table_as_iterator(plan.to_proto(client), plan.observations):
