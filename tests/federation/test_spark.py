@@ -15,7 +15,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 
 import pytest
@@ -27,7 +27,13 @@ from app.services import auth as auth_service
 
 from ..conftest import _dispose
 from ..helpers import sql_runner
-from ..spark_server import connect_server, free_port, missing, standalone_cluster
+from ..spark_server import (
+    SparkServer,
+    connect_server,
+    free_port,
+    missing,
+    standalone_cluster,
+)
 from .conftest import PID, SPLIT_DB, _mysql, _pg
 
 pytestmark = [pytest.mark.slow,
@@ -45,6 +51,39 @@ THREE = ("SELECT c.name, t.goal, o.amount FROM pg.orders o "
          "JOIN maria.customers c ON o.customer_id = c.id "
          "LEFT JOIN lite.targets t ON t.country = c.country "
          "WHERE o.id <= 20 ORDER BY o.id")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster(tmp_path_factory) -> Iterator[Callable[[], SparkServer]]:
+    """The standalone cluster (a master, two workers, a Connect server against it), started
+    in the background as the module starts: its JVMs come up while the other tests run.
+    Gives a function that waits for it."""
+    folder = str(tmp_path_factory.mktemp("spark-cluster"))
+    stack = contextlib.ExitStack()
+    started: dict = {}
+
+    def start() -> None:
+        try:
+            master = stack.enter_context(standalone_cluster(folder))
+            started["server"] = stack.enter_context(
+                connect_server(os.path.join(folder, "connect"), master=master))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test that waits
+            started["error"] = exc
+
+    thread = threading.Thread(target=start, name="spark-cluster-start")
+    thread.start()
+
+    def ready() -> SparkServer:
+        thread.join()
+        if "error" in started:
+            raise started["error"]
+        return started["server"]
+
+    try:
+        yield ready
+    finally:
+        thread.join()
+        stack.close()
 
 
 @pytest.fixture(scope="module")
@@ -344,20 +383,18 @@ def test_auto_sends_small_statements_to_duckdb_and_large_ones_to_spark(
 
 
 def test_a_standalone_cluster_of_two_workers_runs_it(
-        tmp_path_factory, spark_sources, session_dir, sqlite_template, fquery):
-    folder = str(tmp_path_factory.mktemp("spark-cluster"))
-    with standalone_cluster(folder) as master, \
-            connect_server(os.path.join(folder, "connect"), master=master) as server:
-        app = _app(spark_sources, session_dir, sqlite_template, "cluster",
-                   FEDERATION_ENGINE="spark", SPARK_REMOTE=server.remote)
-        try:
-            body = sql_runner(app.test_client())(JOINED)
-            assert body["type"] == "table" and body["context"]["engine"] == "spark", body
-            assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
-            apps = requests.get(server.ui + "/api/v1/applications", timeout=10).json()
-            executors = requests.get(f"{server.ui}/api/v1/applications/{apps[0]['id']}"
-                                     "/executors", timeout=10).json()
-            hosts = [e for e in executors if e["id"] != "driver"]
-            assert len(hosts) == 2, executors  # one executor on each worker
-        finally:
-            _dispose(app)
+        cluster, spark_sources, session_dir, sqlite_template, fquery):
+    server = cluster()
+    app = _app(spark_sources, session_dir, sqlite_template, "cluster",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=server.remote)
+    try:
+        body = sql_runner(app.test_client())(JOINED)
+        assert body["type"] == "table" and body["context"]["engine"] == "spark", body
+        assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
+        apps = requests.get(server.ui + "/api/v1/applications", timeout=60).json()
+        executors = requests.get(f"{server.ui}/api/v1/applications/{apps[0]['id']}"
+                                 "/executors", timeout=60).json()
+        hosts = [e for e in executors if e["id"] != "driver"]
+        assert len(hosts) == 2, executors  # one executor on each worker
+    finally:
+        _dispose(app)
