@@ -23,10 +23,9 @@ import requests
 from flask import Flask
 
 from app import create_app
-from app.services import auth as auth_service
 
 from ..conftest import _dispose
-from ..helpers import sql_runner
+from ..helpers import root_and_bob, sql_runner
 from ..spark_server import (
     SparkServer,
     connect_server,
@@ -318,16 +317,7 @@ def test_the_callers_rights_hold_on_spark(spark, spark_sources, session_dir,
                FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote, AUTH_REQUIRED=True,
                SECRET_KEY="x" * 32, DEMO_SOURCE=False)
     try:
-        with app.app_context():
-            auth_service.create_user("root", "a long password 1", admin=True)
-            auth_service.create_user("bob", "a long password 2")
-            tokens = {who: auth_service.create_token(who, "t")[1] for who in ("root", "bob")}
-        client = app.test_client()
-
-        def sql(who: str, query: str) -> dict:
-            return client.post("/api/sql/query", json={"query": query}, headers={
-                "Authorization": f"Bearer {tokens[who]}"}).get_json()
-
+        sql = root_and_bob(app)
         assert sql("root", "GRANT query ON DATABASE pg TO bob")["type"] == "ok"
         refused = sql("bob", JOINED)  # maria: not granted, so it does not exist for bob
         assert refused["type"] == "error" and refused["error_code"] == 5, refused
