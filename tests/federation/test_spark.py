@@ -10,6 +10,7 @@ plans and UI.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ from ..spark_server import (
     missing,
     standalone_cluster,
 )
-from .conftest import PID, SPLIT_DB, _mysql, _pg
+from .conftest import CUSTOMERS, PID, SPLIT_DB, _mysql, _pg
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(missing() is not None, reason=f"Spark: {missing()}")]
@@ -158,6 +159,27 @@ def test_answers_equal_duckdb_and_one_database(squery, fquery):
     three = squery(THREE)
     assert three["type"] == "table", three
     assert _exact(three["data"]) == _exact(fquery(THREE)["data"])
+
+
+def test_an_uploaded_file_is_handed_to_spark_as_arrow(spark_app, squery, fquery):
+    client = spark_app.test_client()
+    lines = ["id,name,country"] + [f"{i},{n},{c}" for i, n, c, *_ in CUSTOMERS]
+    response = client.put("/api/files/sparkcustomers", query_string={"overwrite": "true"},
+                          data={"file": (io.BytesIO(("\n".join(lines) + "\n").encode()),
+                                         "customers.csv")},
+                          content_type="multipart/form-data")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    try:
+        sql = ("SELECT c.country, count(*) AS n, sum(o.amount) AS total FROM pg.orders o "
+               "JOIN files.sparkcustomers c ON o.customer_id = c.id "
+               "GROUP BY c.country ORDER BY c.country")
+        joined = squery(sql)
+        assert joined["type"] == "table" and joined["context"]["engine"] == "spark", joined
+        expected = fquery(sql.replace("pg.orders", "orders").replace(
+            "files.sparkcustomers", "customers"), db="one")
+        assert _exact(joined["data"]) == _exact(expected["data"]) and len(joined["data"]) > 2
+    finally:
+        client.delete("/api/files/sparkcustomers")
 
 
 @pytest.mark.parametrize("fmt", ["jsonlines", "csv", "arrow"])
