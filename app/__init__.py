@@ -23,6 +23,7 @@ from .console import register_console
 from .errors import OUTAGE_KEY, StoreOutage, register_error_handlers
 from .extensions import db, init_migrations, release_session
 from .federation.engine import init_engine
+from .federation.spark import init_spark
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .mcp.completions import init_completions
@@ -113,6 +114,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         init_celery(app)
     init_queries(app)
     init_engine(app)  # the federation engine; its DuckDB opens with the first such statement
+    init_spark(app)  # FEDERATION_ENGINE spark/auto: the Spark Connect address, checked here
     init_audit(app)
     init_completions(app)
     check_store(app)

@@ -120,6 +120,22 @@ SETTINGS: list[Setting] = [
             "gunicorn master loads the federation engine (DuckDB) before forking when "
             "there are two data sources or more, or an uploaded file: workers share it, "
             "and no first statement over several sources pays the load"),
+    Setting("FEDERATION_ENGINE", "duckdb", str,
+            "Engine that joins a statement over several data sources: duckdb (in the "
+            "worker), spark (the Spark Connect server SPARK_REMOTE), or auto (spark when "
+            "the legs' estimated rows reach SPARK_MIN_ROWS)"),
+    Setting("SPARK_REMOTE", None, str,
+            "Spark Connect address of the Spark cluster federated statements run on, "
+            "e.g. sc://spark-host:15002 (needed for FEDERATION_ENGINE spark or auto)"),
+    Setting("SPARK_MIN_ROWS", 5_000_000, int,
+            "With FEDERATION_ENGINE auto: a statement goes to Spark when the rows its "
+            "sources estimate for its legs add up to at least this many"),
+    Setting("SPARK_LOCAL_MAX_BYTES", 256 * 1024 * 1024, int,
+            "Most bytes (in Arrow) of the legs Spark cannot read itself (SQLite, uploaded "
+            "files), read by Quarry and handed to the Spark session; beyond, the statement "
+            "fails (TOO_MANY_ROWS)"),
+    Setting("SPARK_CONNECT_TIMEOUT_S", 5.0, float,
+            "Seconds to wait for the Spark Connect server before a statement answers 503"),
     Setting("FILES_DIR", None, str,
             "Folder holding uploaded files as Parquet (default: files in the instance "
             "folder); share it between instances that share a store"),

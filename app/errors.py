@@ -108,6 +108,14 @@ class StoreUnavailable(QuarryError):
     title = "Metadata store unavailable"
 
 
+class EngineUnavailable(QuarryError):
+    """The cluster engine federated statements run on (Spark Connect) cannot be reached or
+    refuses the session: the statement did not run; it may be sent again later."""
+
+    status = 503
+    title = "Federation engine unavailable"
+
+
 # --- What went wrong, by type: callers (the SQL adapter, IF EXISTS) tell errors apart by
 # their class, never by their title or message text.
 

@@ -422,6 +422,23 @@ def big_join(rows: int, memory: int) -> None:
                   f"{spill[0] / 2**20:.0f} MiB")
 
 
+def tpch_env(scale: float, folder: Path, *, timeout_s: int) -> dict[str, str]:
+    """Generate TPC-H at ``scale`` and load it (``build``); the environment of a Quarry
+    server of one worker over its sources, its store migrated. ``drop()`` undoes it."""
+    started = time.perf_counter()
+    generate(scale, folder / "data")
+    sources = build(folder, folder / "data")
+    print(f"TPC-H scale {scale}: generated and loaded in "
+          f"{time.perf_counter() - started:.0f} s", flush=True)
+    env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{folder}/store.db",
+                     QUARRY_INSTANCE_PATH=str(folder), QUARRY_WORKERS="1",
+                     QUARRY_DEMO_SOURCE="false", QUARRY_DATA_SOURCES=json.dumps(sources),
+                     QUARRY_SQL_TIMEOUT_S=str(timeout_s), QUARRY_SQL_MAX_ROWS="1000000",
+                     QUARRY_FEDERATION_MEMORY=str(MEMORY))
+    migrate(env)
+    return env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0)
@@ -444,19 +461,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="quarry-bench-fed-") as work:
         folder = Path(work)
-        started = time.perf_counter()
-        generate(args.scale, folder / "data")
         try:
-            sources = build(folder, folder / "data")
-            print(f"TPC-H scale {args.scale}: generated and loaded in "
-                  f"{time.perf_counter() - started:.0f} s", flush=True)
-            env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{folder}/store.db",
-                             QUARRY_INSTANCE_PATH=str(folder), QUARRY_WORKERS="1",
-                             QUARRY_DEMO_SOURCE="false",
-                             QUARRY_DATA_SOURCES=json.dumps(sources),
-                             QUARRY_SQL_TIMEOUT_S="600", QUARRY_SQL_MAX_ROWS="1000000",
-                             QUARRY_FEDERATION_MEMORY=str(MEMORY))
-            migrate(env)
+            env = tpch_env(args.scale, folder, timeout_s=600)
             if args.first:
                 fresh = {k: v for k, v in env.items() if k != "QUARRY_WORKERS"}
                 for root in [ROOT] + ([args.baseline] if args.baseline else []):

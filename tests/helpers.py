@@ -3,6 +3,8 @@
 from collections.abc import Callable
 from typing import Any
 
+from app.services import auth as auth_service
+
 PROBLEM = "application/problem+json"
 
 
@@ -37,3 +39,19 @@ def sql_runner(client) -> Callable[..., dict]:
         return response.get_json()
 
     return run
+
+
+def root_and_bob(app) -> Callable[[str, str], dict]:
+    """An admin ``root`` and a user ``bob`` with an API token each (the app has
+    AUTH_REQUIRED); ``sql(who, query)``: the statement's answer, run as that user."""
+    with app.app_context():
+        auth_service.create_user("root", "a long password 1", admin=True)
+        auth_service.create_user("bob", "a long password 2")
+        tokens = {who: auth_service.create_token(who, "t")[1] for who in ("root", "bob")}
+    client = app.test_client()
+
+    def sql(who: str, query: str) -> dict:
+        return client.post("/api/sql/query", json={"query": query}, headers={
+            "Authorization": f"Bearer {tokens[who]}"}).get_json()
+
+    return sql

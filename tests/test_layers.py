@@ -55,7 +55,9 @@ LAZY_IMPORTS = {
     ("app", "app.tasks"): "loads Celery only when a broker is configured",
 }
 # Third-party packages only some floors may use.
-CONFINED = {"mindsdb_sql_parser": ("app.mindsdb",), "mcp_types": ("app.mcp",)}
+CONFINED = {"mindsdb_sql_parser": ("app.mindsdb",), "mcp_types": ("app.mcp",),
+            # Spark Connect's client: one module speaks to Spark (docs/spark.md)
+            "pyspark": ("app.federation.spark",)}
 
 
 @dataclass(frozen=True)

@@ -105,13 +105,20 @@ def size_note(leg: Leg, sizes: Sizes) -> str:
 
 def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes: Sizes,
              timeout_s: float, kept: Estimates, ttl_s: float) -> None:
-    """Ask each source the rows of its legs that a dynamic filter may join, all at once
-    (legs whose size this process knows already are not asked, nor a leg of the same SQL
-    on the same source asked less than ``ttl_s`` ago: ``kept``); sets ``leg.estimate``."""
+    """Ask each source the rows of its legs that a dynamic filter may join (see
+    ``estimate_legs``)."""
     linked = {id(leg): leg for link in links for leg in (link.source, link.target)}
+    estimate_legs(list(linked.values()), registry, sizes, timeout_s, kept, ttl_s)
+
+
+def estimate_legs(legs: list[Leg], registry: SourceRegistry, sizes: Sizes,
+                  timeout_s: float, kept: Estimates, ttl_s: float) -> None:
+    """Ask each source the rows of ``legs``, all at once (legs whose size this process
+    knows already are not asked, nor a leg of the same SQL on the same source asked less
+    than ``ttl_s`` ago: ``kept``); sets ``leg.estimate``."""
     now = time.monotonic()
     wanted = []
-    for leg in linked.values():
+    for leg in legs:
         if sizes.get(leg.shape) is not None:
             continue
         known = kept.get((leg.source.name.lower(), leg.sql)) if ttl_s > 0 else None

@@ -23,6 +23,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Tokenizer, TokenType
 
+from ..errors import EngineUnavailable
 from ..sql import execute
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.execute import effective_timeout
@@ -47,6 +48,7 @@ from .plan import (
     tables_of,
 )
 from .route import route
+from .spark import SparkFailure, SparkSession, current_spark, spark_sql
 
 EXPLAIN_COLUMNS = ["step", "source", "sql"]
 # Legs fetched at once per statement: each holds a connection of its source's pool.
@@ -73,6 +75,8 @@ class FederatedResult:
     rows: list[tuple[Any, ...]]
     truncated: bool
     sources: list[str]
+    engine: str = "duckdb"       # the engine that joined the legs (duckdb, spark)
+    note: str | None = None      # why it is not the configured one (Spark down: DuckDB)
 
 
 def explained(query: str) -> str | None:
@@ -207,7 +211,8 @@ def federated_select(query: str, registry: SourceRegistry, context: DataSource |
         columns, rows, truncated = _engine(run)
     finally:
         run.close()
-    return FederatedResult(columns, rows, truncated, sources_of(run.plan))
+    return FederatedResult(columns, rows, truncated, sources_of(run.plan), run.engine_name,
+                           run.note)
 
 
 def open_federated_stream(query: str, registry: SourceRegistry, context: DataSource | None,
@@ -231,7 +236,7 @@ def open_federated_stream(query: str, registry: SourceRegistry, context: DataSou
                 if batch is None:
                     break
                 pending.extend(zip(*[c.to_pylist() for c in batch.columns], strict=True))
-        except EngineError as exc:
+        except (EngineError, SparkFailure) as exc:
             raise run.engine_failure(exc) from None
         rows = pending[:size]
         del pending[:size]
@@ -272,7 +277,8 @@ class _Run:
             limits = replace(limits, max_rows=min([limits.max_rows] +
                                                   [s.max_rows for s in named]))
         self.limits = limits
-        self.session = current_engine().session()
+        self.session: Any = None  # the engine's session, opened once the plan is known
+        self.engine_name, self.note = "duckdb", None
         self.plan: Plan | None = None
         self._timer: threading.Timer | None = None
         self._closed = False
@@ -292,8 +298,9 @@ class _Run:
         except SqlError as exc:
             if not kept or exc.code not in _STALE or self.statement.stopped is not None:
                 raise
-            self.session.close()
-            self.session = current_engine().session()
+            if self.session is not None:
+                self.session.close()
+                self.session = None
             self.planned = None
             self._load(empty, set(), 0)
 
@@ -314,6 +321,12 @@ class _Run:
                 engine.plans.put(self.key, Planned(self.parsed, read, plan))
             self.plan = fresh(plan)
         self.statement.legs = self.plan.legs
+        self.session, self.engine_name, self.note = open_engine(
+            self.plan, registry, self.statement, deadline, spark=not empty)
+        if isinstance(self.session, SparkSession):
+            self.session.cap = self.limits.max_rows + 1
+            self._load_spark()
+            return
         most = current_app.config["FEDERATION_DYNAMIC_KEYS"]
         if empty:  # no row is read: nothing to learn a size from, no keys to wait for
             for leg in self.plan.legs:
@@ -360,6 +373,38 @@ class _Run:
         # holds the last worker a source needs.
         self._parallel([lambda child, leg=leg: load_leg(child, leg)
                         for leg in dynamic.order(self.plan.legs, waits)], "arrow")
+
+    def _load_spark(self) -> None:
+        """Spark reads the legs it reaches over JDBC (each a view of the session, no row
+        read yet); Quarry reads the others (SQLite, files) into the session as Arrow."""
+        session, statement = self.session, self.statement
+        statement.reattach("", session.interrupt)
+        local = []
+        for leg in self.plan.legs:
+            if not session.reaches(leg.source):
+                local.append(leg)
+                continue
+            gated = gate(leg.sql, self.registry, leg.source.name)
+            left = self.deadline - time.monotonic()
+            if left <= 0 or statement.stopped is not None:
+                statement.stopped = statement.stopped or TIME_LIMIT
+                raise statement.error(self.timeout)
+            try:
+                session.jdbc(leg, gated, left)
+            except SparkFailure as exc:
+                raise self.engine_failure(exc) from None
+            leg.state = "in spark"
+
+        def load_local(child: Statement, leg: Leg) -> int:
+            leg.state = "running"
+            rows = leg_runner.load(self.registry, child, self.deadline, leg, session,
+                                   self.limits.max_leg_rows)
+            leg.state = "done"
+            return rows
+
+        if local:
+            self._parallel([lambda child, leg=leg: load_local(child, leg) for leg in local],
+                           "arrow")
 
     def _estimate(self) -> None:
         """Each linked leg's rows, as its source estimates them (``dynamic.estimate``)."""
@@ -431,11 +476,18 @@ class _Run:
         self._timer.start()
         try:
             return self.session.run(self.plan.engine_sql)
-        except EngineError as exc:
+        except (EngineError, SparkFailure) as exc:
             raise self.engine_failure(exc) from None
 
-    def engine_failure(self, exc: EngineError) -> SqlError:
-        if exc.interrupted or self.statement.stopped is not None:
+    def engine_failure(self, exc: EngineError | SparkFailure) -> SqlError:
+        if self.statement.stopped is None and time.monotonic() >= self.deadline:
+            # A source's own time limit (the same one) may fire a moment before ours.
+            self.statement.stopped = TIME_LIMIT
+        if self.statement.stopped is not None:
+            return self.statement.error(self.timeout)
+        if isinstance(exc, SparkFailure):
+            return exc.as_sql_error()
+        if exc.interrupted:
             return self.statement.error(self.timeout)
         return engine_error(exc)
 
@@ -446,7 +498,8 @@ class _Run:
         if self._timer is not None:
             self._timer.cancel()
         self.statement.detach(_Detached())
-        self.session.close()
+        if self.session is not None:
+            self.session.close()
 
 
 def explain(query: str, registry: SourceRegistry, context: DataSource | None,
@@ -469,6 +522,14 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
     plan = split(parsed, registry, context, lambda source, table:
                  columns[leg_runner.describe_key(source, table)])
     sizes = engine.sizes
+    engine_name, note = "duckdb", None
+    if current_app.config["FEDERATION_ENGINE"] != "duckdb":
+        session, engine_name, note = open_engine(plan, registry, statement, deadline)
+        try:
+            if isinstance(session, SparkSession):
+                return _explain_spark(plan, registry, statement, deadline, timeout, session)
+        finally:
+            session.close()
     dynamic.estimate(plan.legs, plan.links, registry, sizes, deadline - time.monotonic(),
                      engine.estimates, current_app.config["FEDERATION_CATALOG_TTL_S"])
     waits = dynamic.choose(plan.links, sizes, current_app.config["FEDERATION_DYNAMIC_KEYS"])
@@ -476,8 +537,74 @@ def explain(query: str, registry: SourceRegistry, context: DataSource | None,
                        + [dynamic.describe(link) for link in waits.get(leg.name, ())]),
              leg.source.name, leg.sql)
             for i, leg in enumerate(plan.legs, 1)]
-    rows.append(("engine", "duckdb", plan.engine_sql))
+    rows.append(("engine" if note is None else f"engine ({note})", engine_name,
+                 plan.engine_sql))
     return rows
+
+
+def _explain_spark(plan: Plan, registry: SourceRegistry, statement: Statement,
+                   deadline: float, timeout: float, session: SparkSession
+                   ) -> list[tuple[str, ...]]:
+    """EXPLAIN on Spark: each leg (a JDBC relation, or rows Quarry hands over), the
+    statement in Spark's dialect, and Spark's plan of it, which shows what each JDBC scan
+    pushes to its source. The legs' views are made (Spark asks each source for columns,
+    Quarry reads no row of its own legs); nothing runs."""
+    rows = []
+    try:
+        for i, leg in enumerate(plan.legs, 1):
+            if session.reaches(leg.source):
+                session.jdbc(leg, gate(leg.sql, registry, leg.source.name),
+                             max(deadline - time.monotonic(), 1.0))
+                how = "read by Spark over JDBC (read-only session)"
+            else:
+                empty = replace(leg, limit=0)
+                empty.sql = leg_sql(empty)
+                _guard(statement, timeout, lambda one=empty: leg_runner.load(
+                    registry, statement, deadline, one, session, 1))
+                how = "read by Quarry, handed to Spark as Arrow"
+            rows.append((f"leg {i}: {leg.name}; {how}", leg.source.name, leg.sql))
+        rows.append(("engine", "spark", spark_sql(plan.engine_sql)))
+        rows.append(("spark plan", "spark", session.explain(plan.engine_sql)))
+    except SparkFailure as exc:
+        raise exc.as_sql_error() from None
+    return rows
+
+
+def open_engine(plan: Plan, registry: SourceRegistry, statement: Statement, deadline: float,
+                *, spark: bool = True) -> tuple[Any, str, str | None]:
+    """The engine session a statement's legs go to (FEDERATION_ENGINE): (the session, the
+    engine's name, why it is not the one configured: None when it is).
+
+    ``auto`` sends it to Spark when its legs' estimated rows (the sources' statistics,
+    or the rows they sent when last run) reach SPARK_MIN_ROWS; when Spark cannot be
+    reached then, DuckDB runs it if its legs fit DuckDB's memory, and the note says so.
+    ``spark``: Spark or a 503 naming the remote."""
+    config = current_app.config
+    mode = config["FEDERATION_ENGINE"]
+    if not spark or mode == "duckdb":
+        return current_engine().session(), "duckdb", None
+    if mode == "auto":
+        sizes = current_engine().sizes
+        dynamic.estimate_legs(plan.legs, registry, sizes,
+                              max(deadline - time.monotonic(), 0.1), current_engine().estimates,
+                              config["FEDERATION_CATALOG_TTL_S"])
+        rows = [sizes.get(leg.shape) or leg.estimate or 0 for leg in plan.legs]
+        if sum(rows) < config["SPARK_MIN_ROWS"]:
+            return current_engine().session(), "duckdb", None
+    try:
+        return current_spark().session(statement.id), "spark", None
+    except EngineUnavailable as exc:
+        if mode != "auto":
+            raise
+        # About 16 bytes a value once in the engine: a coarse bound, on the safe side for
+        # numbers and short text.
+        needed = sum(row * max(len(leg.columns), 1) * 16 for row, leg in
+                     zip(rows, plan.legs, strict=True))
+        if needed > config["FEDERATION_MEMORY"]:
+            raise
+        return current_engine().session(), "duckdb", (
+            f"{exc.detail}; DuckDB ran it instead (its legs' estimated {sum(rows)} rows fit "
+            "FEDERATION_MEMORY)")
 
 
 def _named_sources(parsed: Any, registry: SourceRegistry, context: DataSource | None
@@ -520,7 +647,7 @@ def _engine(run: _Run) -> tuple[list[str], list[tuple], bool]:
     columns = run.start_engine()
     try:
         rows = _fetch(run.session.batches(), run.limits)
-    except EngineError as exc:
+    except (EngineError, SparkFailure) as exc:
         raise run.engine_failure(exc) from None
     truncated = len(rows) > run.limits.max_rows
     return shown_names(run.plan, columns), rows[:run.limits.max_rows], truncated

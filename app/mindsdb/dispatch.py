@@ -9,7 +9,7 @@ from typing import Any
 from flask import current_app
 from sqlglot import exp
 
-from ..errors import NotFound
+from ..errors import EngineUnavailable, NotFound
 from ..federation import run as federation
 from ..federation.route import route
 from ..rules.names import DEFAULT_PROJECT
@@ -58,6 +58,11 @@ def execute_sql(query: str, context_db: str | None, params: dict[str, Any] | Non
         message = masked.scrub(exc.message)
         log.info("sql error %s: %s", exc.code, message)
         answer = error_body(SqlError(exc.code, message), db)
+    except EngineUnavailable as exc:
+        # Answered 503 (the statement may be sent again later), and audited as it ended.
+        _account(masked.text, error_body(SqlError(ErrorCode.SOURCE_DOWN, exc.detail), db),
+                 reached[0] if reached else None, time.perf_counter() - started, db)
+        raise
     source = reached[0] if reached else None
     if isinstance(answer, TableStream):
         return answer  # recorded before its first byte (record_stream_start) and as it ends
@@ -254,10 +259,21 @@ def _federated(query: str, registry: Any, db: str, params: dict[str, Any] | None
                                          statement)
     reached.append(",".join(result.sources))
     body: dict[str, Any] = {"type": "table", "column_names": result.columns,
-                            "data": result.rows, "context": {"db": db}}
+                            "data": result.rows, "context": _engine_context(db, result)}
     if result.truncated:
         body["truncated"] = True
     return body
+
+
+def _engine_context(db: str, result: federation.FederatedResult) -> dict[str, Any]:
+    """The answer's context: the engine that joined the legs when it is not the default
+    one, and why, when Spark was asked for and DuckDB ran it."""
+    context: dict[str, Any] = {"db": db}
+    if result.engine != "duckdb" or result.note:
+        context["engine"] = result.engine
+    if result.note:
+        context["engine_note"] = result.note
+    return context
 
 
 def _federated_explain(query: str, registry: Any, db: str, params: dict[str, Any] | None,

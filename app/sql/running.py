@@ -188,6 +188,43 @@ def cancel_backend(source: DataSource, backend_id: str, query_id: str) -> bool:
         conn.close()
 
 
+def cancel_marked(source: DataSource, marker: str) -> int:
+    """Stop every statement of ``source`` whose text carries ``marker`` (a federated
+    statement's reads that another engine sends, e.g. Spark's JDBC queries); how many
+    were signalled. Only the source's own account's sessions can be reached, which is
+    the account those reads use."""
+    if source.dialect not in ("postgresql", "mysql"):
+        return 0
+    pattern = f"%{marker}%"
+    try:
+        conn = source.connect()
+    except Exception as exc:  # noqa: BLE001 - busy or down: nothing more can be done here
+        log.info("no connection to stop %s on %s: %s", marker, source.name, exc)
+        return 0
+    try:
+        driver = conn.driver_connection
+        if source.dialect == "postgresql":
+            rows = driver.execute(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                "WHERE query LIKE %s AND pid <> pg_backend_pid()", (pattern,)).fetchall()
+            return sum(1 for row in rows if row[0])
+        with driver.cursor() as cursor:
+            cursor.execute("SELECT ID FROM information_schema.PROCESSLIST "
+                           "WHERE INFO LIKE %s AND ID <> CONNECTION_ID()", (pattern,))
+            found = [int(row[0]) for row in cursor.fetchall()]
+            for thread in found:
+                try:
+                    cursor.execute(f"KILL QUERY {thread}")
+                except Exception as exc:  # noqa: BLE001 - it may have just ended
+                    log.info("KILL QUERY %s on %s: %s", thread, source.name, exc)
+        return len(found)
+    except Exception as exc:  # noqa: BLE001 - a failed cancel must not fail the request
+        log.info("stopping %s on %s failed: %s", marker, source.name, exc)
+        return 0
+    finally:
+        conn.close()
+
+
 def cursor_name(conn: Any, fallback: int) -> str:
     """The PostgreSQL server-side cursor's name: it carries the query id, which lets
     ``cancel_backend`` recognise the statement in pg_stat_activity."""

@@ -17,9 +17,9 @@ import time
 import pyarrow as pa
 import pytest
 
-from app.services import auth as auth_service
 from app.sql.errors import ErrorCode
 
+from ..helpers import root_and_bob
 from .conftest import ORDERS, SPLIT_DB, _pg
 
 SPLIT = {"O": "pg.orders", "C": "maria.customers", "T": "lite.targets"}
@@ -414,16 +414,7 @@ def test_every_source_needs_a_grant_and_a_forbidden_one_answers_as_missing(
         fed_sources, make_app):
     app = make_app(AUTH_REQUIRED=True, SECRET_KEY="x" * 32, DEMO_SOURCE=False,
                    DATA_SOURCES=fed_sources)
-    with app.app_context():
-        auth_service.create_user("root", "a long password 1", admin=True)
-        auth_service.create_user("bob", "a long password 2")
-        tokens = {who: auth_service.create_token(who, "t")[1] for who in ("root", "bob")}
-    client = app.test_client()
-
-    def sql(who: str, query: str) -> dict:
-        return client.post("/api/sql/query", json={"query": query}, headers={
-            "Authorization": f"Bearer {tokens[who]}"}).get_json()
-
+    sql = root_and_bob(app)
     sql("root", "GRANT query ON DATABASE pg TO bob")
     template = "SELECT o.id FROM pg.orders o JOIN {}.customers c ON c.id = o.customer_id"
     forbidden, missing = sql("bob", template.format("maria")), sql("bob", template.format(

@@ -1,0 +1,412 @@
+"""Federated statements on Spark (FEDERATION_ENGINE=spark), against a real Spark Connect
+server started once for this file (``local[2]``), and a standalone cluster of two workers.
+
+The data set is tests/federation's (orders in PostgreSQL, customers in MariaDB, targets in
+SQLite); PostgreSQL is reached with a password in its URL and MariaDB with an account of
+its own that may only SELECT, so that the tests can look for those secrets in Spark's logs,
+plans and UI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+
+import pytest
+import requests
+from flask import Flask
+
+from app import create_app
+
+from ..conftest import _dispose
+from ..helpers import root_and_bob, sql_runner
+from ..spark_server import (
+    SparkServer,
+    connect_server,
+    free_port,
+    missing,
+    standalone_cluster,
+)
+from .conftest import CUSTOMERS, PID, SPLIT_DB, _mysql, _pg
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(missing() is not None, reason=f"Spark: {missing()}")]
+
+PG_SECRET = f"pg-Secret-{PID}-x9"
+MARIA_USER = f"qspark{PID}"
+MARIA_SECRET = f"maria-Secret-{PID}-y7"
+CANCELLED, TIME_LIMIT = 22, 9
+
+JOINED = ("SELECT c.country, sum(o.amount) AS total, count(*) AS n "
+          "FROM pg.orders o JOIN maria.customers c ON o.customer_id = c.id "
+          "WHERE o.qty > 10000000010 GROUP BY c.country ORDER BY c.country")
+THREE = ("SELECT c.name, t.goal, o.amount FROM pg.orders o "
+         "JOIN maria.customers c ON o.customer_id = c.id "
+         "LEFT JOIN lite.targets t ON t.country = c.country "
+         "WHERE o.id <= 20 ORDER BY o.id")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster(tmp_path_factory) -> Iterator[Callable[[], SparkServer]]:
+    """The standalone cluster (a master, two workers, a Connect server against it), started
+    in the background as the module starts: its JVMs come up while the other tests run.
+    Gives a function that waits for it."""
+    folder = str(tmp_path_factory.mktemp("spark-cluster"))
+    stack = contextlib.ExitStack()
+    started: dict = {}
+
+    def start() -> None:
+        try:
+            master = stack.enter_context(standalone_cluster(folder))
+            started["server"] = stack.enter_context(
+                connect_server(os.path.join(folder, "connect"), master=master))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test that waits
+            started["error"] = exc
+
+    thread = threading.Thread(target=start, name="spark-cluster-start")
+    thread.start()
+
+    def ready() -> SparkServer:
+        thread.join()
+        if "error" in started:
+            raise started["error"]
+        return started["server"]
+
+    try:
+        yield ready
+    finally:
+        thread.join()
+        stack.close()
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    with connect_server(str(tmp_path_factory.mktemp("spark-local"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def spark_sources(fed_sources) -> Iterator[dict[str, str]]:
+    """fed_sources with secrets: a password in PostgreSQL's URL (its server trusts local
+    connections, so any password passes), and a MariaDB account that may only SELECT."""
+    with contextlib.closing(_mysql()) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{MARIA_USER}'@'%'")
+        cur.execute(f"CREATE USER '{MARIA_USER}'@'%' IDENTIFIED BY '{MARIA_SECRET}'")
+        cur.execute(f"GRANT SELECT ON `{SPLIT_DB}`.* TO '{MARIA_USER}'@'%'")
+        cur.execute(f"CREATE OR REPLACE SEQUENCE `{SPLIT_DB}`.spark_seq")
+    with _pg(SPLIT_DB) as conn:  # about 20 s to read: it sleeps in every row
+        conn.execute("CREATE OR REPLACE VIEW slow_spark AS SELECT g + "
+                     "length(pg_sleep(0.1)::text) AS id FROM generate_series(1, 200) g")
+        conn.execute("CREATE SEQUENCE IF NOT EXISTS spark_seq")
+    pg = fed_sources["pg"].replace("postgres@", f"postgres:{PG_SECRET}@")
+    maria = fed_sources["maria"].replace("root@", f"{MARIA_USER}:{MARIA_SECRET}@")
+    try:
+        yield {**fed_sources, "pg": pg, "maria": maria}
+    finally:
+        with contextlib.closing(_mysql()) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{MARIA_USER}'@'%'")
+
+
+def _app(sources: dict, session_dir: str, sqlite_template: str, name: str,
+         **config) -> Flask:
+    store = os.path.join(session_dir, f"{name}-store.db")
+    shutil.copy(sqlite_template, store)
+    settings = {"DATABASE_URL": f"sqlite:///{store}", "INSTANCE_PATH": session_dir,
+                "TESTING": True, "DATA_SOURCES": sources, "SQL_TIMEOUT_S": 60.0,
+                "FEDERATION_MEMORY": 64 * 1024 * 1024}
+    settings.update(config)
+    return create_app(settings)
+
+
+@pytest.fixture(scope="module")
+def spark_app(spark, spark_sources, session_dir, sqlite_template) -> Iterator[Flask]:
+    app = _app(spark_sources, session_dir, sqlite_template, "spark",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote)
+    yield app
+    _dispose(app)
+
+
+@pytest.fixture(scope="module")
+def squery(spark_app):
+    return sql_runner(spark_app.test_client())
+
+
+def _exact(rows: list) -> list:
+    """Rows with numbers as Decimal, whatever JSON type carried them."""
+    return [[Decimal(str(v)) if isinstance(v, (int, float)) and not isinstance(v, bool)
+             else v for v in row] for row in rows]
+
+
+def test_answers_equal_duckdb_and_one_database(squery, fquery):
+    on_spark = squery(JOINED)
+    assert on_spark["type"] == "table", on_spark
+    assert on_spark["context"]["engine"] == "spark"
+    assert on_spark["column_names"] == ["country", "total", "n"]
+    one = fquery(JOINED.replace("pg.", "one.").replace("maria.", "one."))
+    assert _exact(on_spark["data"]) == _exact(one["data"])
+    assert _exact(on_spark["data"]) == _exact(fquery(JOINED)["data"])  # DuckDB's route
+    # Exact decimals: a numeric(12,2) sum is not a float.
+    assert all("." in str(row[1]) and len(str(row[1]).split(".")[1]) <= 2
+               for row in on_spark["data"])
+    # SQLite's leg is read by Quarry and handed to Spark as Arrow.
+    three = squery(THREE)
+    assert three["type"] == "table", three
+    assert _exact(three["data"]) == _exact(fquery(THREE)["data"])
+
+
+def test_an_uploaded_file_is_handed_to_spark_as_arrow(spark_app, squery, fquery):
+    client = spark_app.test_client()
+    lines = ["id,name,country"] + [f"{i},{n},{c}" for i, n, c, *_ in CUSTOMERS]
+    response = client.put("/api/files/sparkcustomers", query_string={"overwrite": "true"},
+                          data={"file": (io.BytesIO(("\n".join(lines) + "\n").encode()),
+                                         "customers.csv")},
+                          content_type="multipart/form-data")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    try:
+        sql = ("SELECT c.country, count(*) AS n, sum(o.amount) AS total FROM pg.orders o "
+               "JOIN files.sparkcustomers c ON o.customer_id = c.id "
+               "GROUP BY c.country ORDER BY c.country")
+        joined = squery(sql)
+        assert joined["type"] == "table" and joined["context"]["engine"] == "spark", joined
+        expected = fquery(sql.replace("pg.orders", "orders").replace(
+            "files.sparkcustomers", "customers"), db="one")
+        assert _exact(joined["data"]) == _exact(expected["data"]) and len(joined["data"]) > 2
+    finally:
+        client.delete("/api/files/sparkcustomers")
+
+
+@pytest.mark.parametrize("fmt", ["jsonlines", "csv", "arrow"])
+def test_streamed_formats(spark_app, fed_app, fquery, fmt):
+    want = fquery(THREE)["data"]
+    response = spark_app.test_client().post("/api/sql/query", json={
+        "query": THREE, "response_format": fmt})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    body = response.get_data()
+    on_duckdb = fed_app.test_client().post("/api/sql/query", json={
+        "query": THREE, "response_format": fmt}).get_data()
+    if fmt == "jsonlines":
+        lines = [json.loads(line) for line in body.decode().splitlines()]
+        assert [r for batch in lines[1:-1] for r in batch] == want
+    elif fmt == "csv":
+        text = body.decode().splitlines()
+        assert text[0] == "name,goal,amount" and len(text) == len(want) + 1
+        assert body == on_duckdb
+    else:
+        import pyarrow as pa
+
+        table = pa.ipc.open_stream(body).read_all()
+        assert table.column_names == ["name", "goal", "amount"]
+        assert table.column("name").to_pylist() == [row[0] for row in want]
+        # The same types as DuckDB's route answers (the same encoder, the same values).
+        duck = pa.ipc.open_stream(on_duckdb).read_all()
+        assert table.schema.remove_metadata() == duck.schema.remove_metadata()
+        assert table.column("amount").to_pylist() == duck.column("amount").to_pylist()
+
+
+def test_explain_names_spark_and_what_each_source_was_given(squery, spark):
+    body = squery("EXPLAIN " + JOINED)
+    assert body["type"] == "table", body
+    steps = {row[0].split(";")[0]: row for row in body["data"]}
+    assert steps["engine"][1] == "spark"
+    plan = steps["spark plan"][2]
+    # Spark's plan: each source's JDBC scan with what was pushed to it.
+    assert "JDBCRelation" in plan and "PushedFilters" in plan
+    assert "qty" in plan  # the WHERE on orders, pushed into PostgreSQL's scan
+    assert [row[1] for row in body["data"][:2]] == ["pg", "maria"]
+    text = json.dumps(body)
+    assert PG_SECRET not in text and MARIA_SECRET not in text
+
+
+def test_credentials_never_show_in_spark_logs_plans_or_ui(squery, spark):
+    assert squery(JOINED)["type"] == "table"
+    logs = spark.logs()
+    assert "JDBCRelation" in logs or "SparkConnect" in logs  # the logs are there to read
+    assert PG_SECRET not in logs and MARIA_SECRET not in logs
+    apps = requests.get(spark.ui + "/api/v1/applications", timeout=60).json()
+    seen = []
+    for app in apps:
+        base = f"{spark.ui}/api/v1/applications/{app['id']}"
+        for path in ("/sql?details=true&planDescription=true", "/environment", "/jobs"):
+            seen.append(requests.get(base + path, timeout=60).text)
+    for page in ("/connect/", "/SQL/", "/environment/", "/jobs/"):
+        seen.append(requests.get(spark.ui + page, timeout=60).text)
+    ui = "\n".join(seen)
+    assert "JDBCRelation" in ui  # the plans are shown …
+    assert PG_SECRET not in ui and MARIA_SECRET not in ui  # … without the secrets
+
+
+def test_jdbc_sessions_are_read_only(spark_app, spark, fed_sources):
+    """The second layer under the gate: even a query the gate never saw cannot write
+    through the session Spark opens (here: a sequence's next value), with accounts that
+    may write (PostgreSQL's and MariaDB's administrators)."""
+    from app.federation.spark import _connect_client, jdbc_options
+    from app.sql.sources import build_source
+
+    session_class, _ = _connect_client()
+    with spark_app.app_context():
+        writes = {"pg": "SELECT nextval('spark_seq') AS v",
+                  "maria": "SELECT NEXTVAL(spark_seq) AS v"}
+        session = session_class.builder.remote(spark.remote).create()
+        try:
+            for name, sql in writes.items():
+                source = build_source(f"{name}_admin", fed_sources[name], spark_app.config)
+                options = jdbc_options(source, sql, 10, "quarry_ro_check")
+                source.dispose()
+                with pytest.raises(Exception) as failed:
+                    session.read.format("jdbc").options(**options).load().collect()
+                assert "read" in str(failed.value).lower() and \
+                    "only" in str(failed.value).lower(), (name, str(failed.value)[:300])
+        finally:
+            session.stop()
+
+
+SLOW = "SELECT s.id, c.name FROM pg.slow_spark s JOIN maria.customers c ON c.id = s.id"
+
+
+def _running(app: Flask) -> list[dict]:
+    return [q for q in app.test_client().get("/api/sql/queries").get_json()
+            if q.get("statement") == SLOW]
+
+
+def _jdbc_reads() -> int:
+    with _pg(SPLIT_DB) as conn:
+        # Spark's JDBC reads of the slow view (Spark names its subquery), running or
+        # left open in a transaction.
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                            "'%slow_spark%SPARK_GEN_SUBQ%' AND state <> 'idle' "
+                            "AND pid <> pg_backend_pid()").fetchone()[0]
+
+
+def _running_jobs(spark) -> int:
+    count = 0
+    for app in requests.get(spark.ui + "/api/v1/applications", timeout=60).json():
+        count += len(requests.get(f"{spark.ui}/api/v1/applications/{app['id']}/jobs"
+                                  "?status=running", timeout=60).json())
+    return count
+
+
+def test_cancel_interrupts_the_spark_job_and_its_jdbc_reads(spark_app, spark):
+    answers: list = []
+    client = spark_app.test_client()
+    thread = threading.Thread(target=lambda: answers.append(
+        client.post("/api/sql/query", json={"query": SLOW}).get_json()))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (_running(spark_app) and _jdbc_reads()):
+            time.sleep(0.1)
+        assert _jdbc_reads() >= 1 and _running_jobs(spark) >= 1
+        listed = _running(spark_app)
+        assert len(listed) == 1 and listed[0]["source"] == "pg, maria"
+        asked = time.monotonic()
+        response = spark_app.test_client().delete(
+            f"/api/sql/queries/{listed[0]['query_id']}")
+        assert response.status_code == 200, response.get_data(as_text=True)
+        thread.join(15)
+        assert not thread.is_alive()
+        while time.monotonic() - asked < 5 and (_jdbc_reads() or _running_jobs(spark)):
+            time.sleep(0.05)
+        gone = time.monotonic() - asked
+        assert _jdbc_reads() == 0 and _running_jobs(spark) == 0
+        assert gone <= 2.0, gone
+    finally:
+        thread.join(60)
+    assert answers[0]["type"] == "error" and answers[0]["error_code"] == CANCELLED, answers
+
+
+def test_time_limit_stops_the_statement_on_spark(spark_app, spark):
+    started = time.monotonic()
+    body = spark_app.test_client().post("/api/sql/query", json={
+        "query": SLOW, "timeout_s": 2}).get_json()
+    assert body["type"] == "error" and body["error_code"] == TIME_LIMIT, body
+    assert time.monotonic() - started < 15
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _jdbc_reads():
+        time.sleep(0.1)
+    assert _jdbc_reads() == 0
+
+
+def test_the_callers_rights_hold_on_spark(spark, spark_sources, session_dir,
+                                          sqlite_template):
+    app = _app(spark_sources, session_dir, sqlite_template, "rights",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote, AUTH_REQUIRED=True,
+               SECRET_KEY="x" * 32, DEMO_SOURCE=False)
+    try:
+        sql = root_and_bob(app)
+        assert sql("root", "GRANT query ON DATABASE pg TO bob")["type"] == "ok"
+        refused = sql("bob", JOINED)  # maria: not granted, so it does not exist for bob
+        assert refused["type"] == "error" and refused["error_code"] == 5, refused
+        assert "maria" in refused["error_message"]
+        assert sql("root", "GRANT query ON DATABASE maria TO bob")["type"] == "ok"
+        granted = sql("bob", JOINED)
+        assert granted["type"] == "table" and granted["context"]["engine"] == "spark", granted
+    finally:
+        _dispose(app)
+
+
+def test_spark_down_answers_503_naming_the_remote_and_auto_falls_back(
+        spark_sources, session_dir, sqlite_template):
+    remote = f"sc://127.0.0.1:{free_port()}"  # nothing listens there
+    down = _app(spark_sources, session_dir, sqlite_template, "down",
+                FEDERATION_ENGINE="spark", SPARK_REMOTE=remote, SPARK_CONNECT_TIMEOUT_S=1.0)
+    auto = _app(spark_sources, session_dir, sqlite_template, "auto",
+                FEDERATION_ENGINE="auto", SPARK_REMOTE=remote, SPARK_CONNECT_TIMEOUT_S=1.0,
+                SPARK_MIN_ROWS=1)
+    try:
+        response = down.test_client().post("/api/sql/query", json={"query": JOINED})
+        assert response.status_code == 503, response.get_data(as_text=True)
+        problem = response.get_json()
+        assert remote in problem["detail"] and "Spark" in problem["title"] + problem["detail"]
+        record = down.test_client().get("/api/audit").get_json()["records"][0]
+        assert record["statement"] == JOINED and record["outcome"] == "error", record
+        assert record["error_code"] == "10", record  # SOURCE_DOWN: the statement did not run
+        # A statement on one source does not need Spark.
+        one = down.test_client().post("/api/sql/query", json={
+            "query": "SELECT count(*) AS n FROM pg.orders"}).get_json()
+        assert one["type"] == "table" and one["data"] == [[60]]
+        body = sql_runner(auto.test_client())(JOINED)
+        assert body["type"] == "table" and body["context"]["engine"] == "duckdb"
+        assert remote in body["context"]["engine_note"]
+        assert "DuckDB" in body["context"]["engine_note"]
+    finally:
+        _dispose(down)
+        _dispose(auto)
+
+
+def test_auto_sends_small_statements_to_duckdb_and_large_ones_to_spark(
+        spark, spark_sources, session_dir, sqlite_template):
+    small = _app(spark_sources, session_dir, sqlite_template, "auto-small",
+                 FEDERATION_ENGINE="auto", SPARK_REMOTE=spark.remote, SPARK_MIN_ROWS=10**9)
+    large = _app(spark_sources, session_dir, sqlite_template, "auto-large",
+                 FEDERATION_ENGINE="auto", SPARK_REMOTE=spark.remote, SPARK_MIN_ROWS=10)
+    try:
+        assert "engine" not in sql_runner(small.test_client())(JOINED)["context"]
+        assert sql_runner(large.test_client())(JOINED)["context"]["engine"] == "spark"
+    finally:
+        _dispose(small)
+        _dispose(large)
+
+
+def test_a_standalone_cluster_of_two_workers_runs_it(
+        cluster, spark_sources, session_dir, sqlite_template, fquery):
+    server = cluster()
+    app = _app(spark_sources, session_dir, sqlite_template, "cluster",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=server.remote)
+    try:
+        body = sql_runner(app.test_client())(JOINED)
+        assert body["type"] == "table" and body["context"]["engine"] == "spark", body
+        assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
+        apps = requests.get(server.ui + "/api/v1/applications", timeout=60).json()
+        executors = requests.get(f"{server.ui}/api/v1/applications/{apps[0]['id']}"
+                                 "/executors", timeout=60).json()
+        hosts = [e for e in executors if e["id"] != "driver"]
+        assert len(hosts) == 2, executors  # one executor on each worker
+    finally:
+        _dispose(app)
