@@ -54,6 +54,15 @@ class Limits:
 
 
 @dataclass
+class Given:
+    """Rows Quarry made itself (a knowledge base's search) that stand in a federated
+    statement as the table of a bare name, beside the legs read from data sources."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+@dataclass
 class FederatedResult:
     columns: list[str]
     rows: list[tuple[Any, ...]]
@@ -163,9 +172,11 @@ def _reader(query: str, registry: SourceRegistry, context: DataSource | None
 
 
 def federated_select(query: str, registry: SourceRegistry, context: DataSource | None,
-                     limits: Limits, statement: Statement | None) -> FederatedResult:
-    """Run the SELECT ``query`` over the data sources it names; the buffered answer."""
-    run = _Run(query, registry, context, limits, statement)
+                     limits: Limits, statement: Statement | None,
+                     given: dict[str, Given] | None = None) -> FederatedResult:
+    """Run the SELECT ``query`` over the data sources it names (and the ``given`` tables
+    it names by their bare names); the buffered answer."""
+    run = _Run(query, registry, context, limits, statement, given)
     try:
         run.load()
         columns, rows, truncated = _engine(run)
@@ -216,8 +227,10 @@ class _Run:
     """One federated statement while it runs: its plan, its engine session, its clock."""
 
     def __init__(self, query: str, registry: SourceRegistry, context: DataSource | None,
-                 limits: Limits, statement: Statement | None) -> None:
+                 limits: Limits, statement: Statement | None,
+                 given: dict[str, Given] | None = None) -> None:
         self.query, self.registry, self.context = query, registry, context
+        self.given = given or {}
         self.statement = statement or Statement(uuid.uuid4().hex)
         # A write is refused here, before any leg runs.
         self.parsed = parse(query, registry, limits.params)
@@ -243,14 +256,19 @@ class _Run:
         runs with LIMIT 0 (its source checks and describes it, and sends no row), so the
         engine statement only describes its answer."""
         registry, deadline = self.registry, self.deadline
-        tables = tables_of(self.parsed, registry, self.context)
+        tables = tables_of(self.parsed, registry, self.context, self.given)
         columns = dict(zip(
             [(source.name, table.sql()) for source, table in tables],
             self._parallel([lambda child, s=source, t=table: leg_runner.describe(
                 registry, child, deadline, s, t) for source, table in tables], "json"),
             strict=True))
         self.plan = split(self.parsed, registry, self.context,
-                          lambda source, table: columns[(source.name, table.sql())])
+                          lambda source, table: columns[(source.name, table.sql())],
+                          {name: table.columns for name, table in self.given.items()})
+        for name, table in self.given.items():
+            names = [column.lower() for column in table.columns]
+            self.session.append(name, leg_runner.record_batch(
+                [] if empty else table.rows, names, [None] * len(names)))
         self.statement.legs = self.plan.legs
         engine, most = current_engine(), current_app.config["FEDERATION_DYNAMIC_KEYS"]
         if empty:  # no row is read: nothing to learn a size from, no keys to wait for
@@ -334,6 +352,8 @@ class _Run:
                 return _guard(parent, self.timeout, lambda: job(child))
 
         parent.reattach("", stop_all)
+        if not jobs:  # a statement over given tables only
+            return []
         if len(jobs) == 1:
             return [run(jobs[0])]
         with ThreadPoolExecutor(max_workers=min(len(jobs), MAX_PARALLEL_LEGS),
