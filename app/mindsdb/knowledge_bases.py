@@ -197,7 +197,8 @@ def select(statement: Select, project: str, name: str, alias: str | None,
     with _errors(project, name):
         hits = kb_service.search(project, name, content=terms["content"],
                                  filters=terms["filters"], min_relevance=terms["relevance"],
-                                 alpha=terms["alpha"], limit=wanted)
+                                 alpha=terms["alpha"], limit=wanted,
+                                 reranking=terms["reranking"])
     columns = list(kb_service.HIT_COLUMNS)
     relation = Relation.of(columns, [tuple(h[c] for c in columns) for h in hits],
                            qualifier=alias or name)
@@ -212,7 +213,7 @@ def _search_terms(where: Any) -> dict[str, Any]:
 def _terms(conditions: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
     """The search of (column, operator, value) conditions joined by AND."""
     terms: dict[str, Any] = {"content": None, "filters": [], "relevance": None,
-                             "alpha": None}
+                             "alpha": None, "reranking": None}
     hybrid = False
     for column, op, value in conditions:
         key = column.lower()
@@ -234,9 +235,7 @@ def _terms(conditions: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
         elif key == "hybrid_search":
             hybrid = _flag(op, value, key)
         elif key == "reranking":
-            if _flag(op, value, key):
-                raise SqlError(ErrorCode.UNSUPPORTED, "reranking is not available yet: "
-                               "leave it out or write reranking = false")
+            terms["reranking"] = _flag(op, value, key)
         elif key in ("distance", "chunk_id", "chunk_content", "metadata"):
             raise SqlError(ErrorCode.INVALID_STATEMENT,
                            f"{column} cannot be filtered on; filter on relevance, the id "
@@ -315,7 +314,7 @@ def select_federated(ctx: Context) -> Body | None:
             hits = kb_service.search(project, name, content=terms["content"],
                                      filters=terms["filters"],
                                      min_relevance=terms["relevance"], alpha=terms["alpha"],
-                                     limit=wanted)
+                                     limit=wanted, reranking=terms["reranking"])
         if terms["content"] is None and len(hits) >= wanted:
             raise SqlError(ErrorCode.TOO_MANY_ROWS, f"Knowledge base {project}.{name} lists "
                            f"more than {most} chunks (FEDERATION_MAX_LEG_ROWS) in this "
