@@ -292,6 +292,10 @@ def test_each_tool_as_a_member(server, mode):
                                    "hybrid_search_alpha": 0.5}),
         ("search_knowledge_base", {"knowledge_base": "nowhere", "text": "x"}),
         ("search_knowledge_base", {"knowledge_base": "handbook", "text": "x", "limit": 0}),
+        ("search_knowledge_base", {"knowledge_base": "handbook", "text": "x",
+                                   "reranking": True}),
+        ("search_knowledge_base", {"knowledge_base": "handbook", "text": "opening hours",
+                                   "reranking": False, "limit": 1}),
     ]))
     databases = _table(results[0])
     assert databases["columns"] == ["Database"]  # SHOW DATABASES, as MindsDB answers it
@@ -313,6 +317,8 @@ def test_each_tool_as_a_member(server, mode):
     found = _table(results[6])
     assert found["rows"][0][:2] == ["2", "2:1of1:0to41"] and len(found["rows"]) == 2
     assert "nowhere" in _error(results[7]) and "limit" in _error(results[8])
+    assert "no reranking_model" in _error(results[9])
+    assert _table(results[10])["rows"] == found["rows"][:1]
 
 
 def test_errors_are_tool_errors_with_the_sql_endpoints_message(server):
