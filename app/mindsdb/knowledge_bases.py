@@ -295,6 +295,8 @@ def select_federated(ctx: Context) -> Body | None:
     each knowledge base is searched first, with the conditions on it (``kb.content = '…'``,
     metadata, relevance …), and its hits stand in the statement as a table, which the
     federation engine joins to the others. None when the statement reads no knowledge base."""
+    if not ctx.query:
+        return None
     try:
         statement, dialect = parse_any(ctx.query, ctx.registry)
     except SqlError:
