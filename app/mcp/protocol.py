@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from mcp_types import methods as wire
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -156,10 +155,8 @@ def _modern(message: dict[str, Any], tools: ToolSet, server_version: str,
                 instructions=tools.instructions))
         else:
             result = _dispatch(request, tools, server_version)
-        try:
-            result = wire.serialize_server_result(method, version, result)
-        except (KeyError, ValueError):
-            pass  # a method the wire tables do not list: its result as it is
+        # The results are the same models as the handshake era's (tools, calls); the
+        # revision requires the tag and asks for the server's identity on each.
         result.setdefault("resultType", "complete")
         result["_meta"] = {**(result.get("_meta") or {}), types.SERVER_INFO_META_KEY:
                            _dump(_implementation(server_version))}
