@@ -21,6 +21,7 @@ from mindsdb_sql_parser.ast import (
     Describe,
     Identifier,
     Insert,
+    Join,
     Select,
     Tuple,
 )
@@ -290,12 +291,12 @@ _GLOT_OPERATORS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.G
                    exp.GTE: ">=", exp.Like: "like", exp.In: "in"}
 
 
-def select_federated(ctx: Context) -> Body | None:
+def select_federated(select: Select, ctx: Context) -> Body | None:
     """A SELECT that reads a knowledge base beside data-source tables (a JOIN, a subquery):
     each knowledge base is searched first, with the conditions on it (``kb.content = '…'``,
     metadata, relevance …), and its hits stand in the statement as a table, which the
     federation engine joins to the others. None when the statement reads no knowledge base."""
-    if not ctx.query:
+    if not ctx.query or not _names_project_tables(select.from_table, ctx):
         return None
     try:
         statement, dialect = parse_any(ctx.query, ctx.registry)
@@ -336,6 +337,20 @@ def select_federated(ctx: Context) -> Body | None:
     if result.truncated:
         body["truncated"] = True
     return body
+
+
+def _names_project_tables(node: Any, ctx: Context) -> bool:
+    """Whether the FROM tree (tables, joins, subqueries) names a table that is no data
+    source's: the cheap test before the statement is read again for knowledge bases."""
+    if isinstance(node, Identifier):
+        parts = [str(p) for p in node.parts]
+        return not ctx.is_source(parts[0] if len(parts) > 1 else ctx.db)
+    if isinstance(node, Join):
+        return _names_project_tables(node.left, ctx) or \
+            _names_project_tables(node.right, ctx)
+    if isinstance(node, Select):
+        return _names_project_tables(node.from_table, ctx)
+    return False
 
 
 def _knowledge_base(table: exp.Table, statement: exp.Expression, ctx: Context

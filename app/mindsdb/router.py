@@ -155,7 +155,7 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if isinstance(source, Join):
         return _join(statement, source, ctx)
     if not isinstance(source, Identifier) or statement.cte:
-        return knowledge_bases.select_federated(ctx)  # a subquery may read one
+        return knowledge_bases.select_federated(statement, ctx)  # a subquery may read one
     parts = [str(p) for p in source.parts]
     alias = source.alias.parts[-1] if source.alias is not None else None
     if len(parts) == 2 and parts[0].lower() == SYSTEM_DATABASE \
@@ -275,7 +275,7 @@ def _join(statement: Select, join: Join, ctx: Context) -> dict[str, Any] | None:
             return predictions.predict_join(statement, other, model_side, found[0], model, ctx)
         if len(parts) > 1 and missing is None and view_service.find_view(*found) is None:
             missing = found
-    answered = knowledge_bases.select_federated(ctx)  # a knowledge base beside tables
+    answered = knowledge_bases.select_federated(statement, ctx)  # one beside tables
     if answered is not None:
         return answered
     if missing is not None:
