@@ -284,9 +284,8 @@ def _flag(op: str, value: Any, key: str) -> bool:
 
 # --- a knowledge base beside other tables ------------------------------------------------------
 
-# Conditions on a knowledge base in a statement over several tables that its search takes
-# (the rest — its answer's own columns, joins — the engine evaluates).
-_SEARCH_WORDS = {"content", "relevance", "hybrid_search_alpha", "hybrid_search", "reranking"}
+# The comparisons a condition on a knowledge base's search, id or metadata may use, as
+# sqlglot reads them (NOT IN and NOT LIKE are these under a NOT).
 _GLOT_OPERATORS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">",
                    exp.GTE: ">=", exp.Like: "like", exp.In: "in"}
 
