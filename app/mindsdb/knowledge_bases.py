@@ -375,33 +375,42 @@ def _pulled(table: exp.Table, alias: str) -> list[tuple[str, str, Any]]:
     places = [select.args.get("where") if select is not None else None]
     if isinstance(table.parent, exp.Join):
         places.append(table.parent.args.get("on"))
+    # Alone in its SELECT (a CTE, a subquery), its columns need no qualifier.
+    alone = select is not None and not select.args.get("joins") and \
+        isinstance(table.parent, exp.From)
     pulled = []
     for place in places:
         if place is None:
             continue
         root = place.this if isinstance(place, exp.Where) else place
         for conjunct in list(root.flatten() if isinstance(root, exp.And) else [root]):
-            condition = _glot_condition(conjunct, alias)
+            condition = _glot_condition(conjunct, alias, alone)
             if condition is not None:
                 pulled.append(condition)
                 conjunct.replace(exp.true())
     return pulled
 
 
-def _glot_condition(node: exp.Expression, alias: str) -> tuple[str, str, Any] | None:
+def _glot_condition(node: exp.Expression, alias: str, alone: bool
+                    ) -> tuple[str, str, Any] | None:
     """(column, operator, value) of a condition on the knowledge base's search words, id or
-    metadata; None for one the engine evaluates (another table's, or the hits' own
-    columns); UNSUPPORTED for a search word or metadata column in another form."""
+    metadata (``alone``: unqualified columns are its own); None for one the engine
+    evaluates (another table's, or the hits' own columns); UNSUPPORTED for a search word
+    or metadata column in another form."""
     negated = isinstance(node, exp.Not) and isinstance(node.this, exp.In | exp.Like)
     inner = node.this if negated else node
     op = _GLOT_OPERATORS.get(type(inner))
-    columns = [c for c in inner.find_all(exp.Column) if c.table.lower() == alias.lower()]
+
+    def mine(column: exp.Column) -> bool:
+        return column.table.lower() == alias.lower() or (alone and not column.table)
+
+    columns = [c for c in inner.find_all(exp.Column) if mine(c)]
     if not columns:
         return None
     column = inner.this if op is not None else None
     value = _glot_value(inner, op)
     own = set(kb_service.HIT_COLUMNS) - {"id", "relevance"}  # the hits' own columns
-    if isinstance(column, exp.Column) and column.table.lower() == alias.lower() \
+    if isinstance(column, exp.Column) and mine(column) \
             and value is not _NO_VALUE and len(columns) == 1:
         return None if column.name.lower() in own else \
             (column.name, f"not {op}" if negated else op, value)

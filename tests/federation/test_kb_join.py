@@ -128,6 +128,10 @@ def test_stars_subqueries_and_hostile_text(query):
         "maria.customers c ON c.id = kb.id WHERE kb.content = 'password' "
         "AND kb.team = 'accounts') AS s ORDER BY s.relevance DESC"))
     assert sorted(r["name"] for r in inner) == sorted([NAMES[2], NAMES[6]])
+    cte = _table(query(
+        "WITH h AS (SELECT id FROM mindsdb.notes WHERE content = 'printer' AND team = "
+        "'hardware') SELECT c.name FROM maria.customers c JOIN h ON h.id = c.id"))
+    assert sorted(r["name"] for r in cte) == sorted([NAMES[1], NAMES[4]])
     # Quotes, a comment marker and unicode in the search text stay text.
     hostile = "it''s -- 🌍 /* printer */ ; DROP TABLE x"
     hits = _search(query, hostile)
