@@ -277,9 +277,10 @@ def test_without_credentials_401(server):
         asyncio.run(run())
 
 
-@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
-def test_each_tool_as_a_member(server, mode):
-    results = asyncio.run(_calls(server, "bob", mode=mode, calls=[
+def test_each_tool_as_a_member(server):
+    # The official client's default mode: the stateless revision (the handshake era runs
+    # the same tools: test_the_official_client_connects_and_lists_the_tools, and below).
+    results = asyncio.run(_calls(server, "bob", mode="2026-07-28", calls=[
         ("list_databases", {}),
         ("list_tables", {"database": "pg"}),
         ("query", {"query": "SELECT id, item, amount FROM orders WHERE id <= 3 ORDER BY id",
@@ -327,7 +328,7 @@ def test_errors_are_tool_errors_with_the_sql_endpoints_message(server):
                              headers={"X-Api-Key": server["tokens"]["bob"]},
                              json={"query": statement, "context": {"db": "pg"}}).json()
     assert endpoint["type"] == "error"
-    results = asyncio.run(_calls(server, "bob", [
+    results = asyncio.run(_calls(server, "bob", mode="legacy", calls=[  # the handshake era
         ("query", {"query": statement, "context": {"db": "pg"}}),
         ("query", {"query": f"SELECT * FROM maria.{MARIA_TABLE}"}),
         ("list_tables", {"database": "maria"}),
