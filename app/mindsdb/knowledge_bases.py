@@ -295,7 +295,7 @@ def select_federated(select: Select, ctx: Context) -> Body | None:
     each knowledge base is searched first, with the conditions on it (``kb.content = '…'``,
     metadata, relevance …), and its hits stand in the statement as a table, which the
     federation engine joins to the others. None when the statement reads no knowledge base."""
-    if not ctx.query or not _names_project_tables(select.from_table, ctx):
+    if not ctx.query or not _names_project_tables(select, ctx):
         return None
     try:
         statement, dialect = parse_any(ctx.query, ctx.registry)
@@ -339,8 +339,9 @@ def select_federated(select: Select, ctx: Context) -> Body | None:
 
 
 def _names_project_tables(node: Any, ctx: Context) -> bool:
-    """Whether the FROM tree (tables, joins, subqueries) names a table that is no data
-    source's: the cheap test before the statement is read again for knowledge bases."""
+    """Whether a SELECT's tables (its FROM tree: tables, joins, subqueries; the subqueries
+    of its WHERE) name one that is no data source's: the cheap test before the statement
+    is read again for knowledge bases."""
     if isinstance(node, Identifier):
         parts = [str(p) for p in node.parts]
         return not ctx.is_source(parts[0] if len(parts) > 1 else ctx.db)
@@ -348,8 +349,20 @@ def _names_project_tables(node: Any, ctx: Context) -> bool:
         return _names_project_tables(node.left, ctx) or \
             _names_project_tables(node.right, ctx)
     if isinstance(node, Select):
-        return _names_project_tables(node.from_table, ctx)
+        return _names_project_tables(node.from_table, ctx) or any(
+            _names_project_tables(inner, ctx) for inner in _subselects(node.where))
     return False
+
+
+def _subselects(node: Any) -> list[Select]:
+    """The SELECTs inside a condition (``x IN (SELECT …)``, ``EXISTS (SELECT …)``)."""
+    if isinstance(node, Select):
+        return [node]
+    found: list[Select] = []
+    for child in [*(getattr(node, "args", None) or ()), getattr(node, "query", None)]:
+        if child is not None and not isinstance(child, str | int | float | bool):
+            found += _subselects(child)
+    return found
 
 
 def _knowledge_base(table: exp.Table, statement: exp.Expression, ctx: Context

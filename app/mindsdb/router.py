@@ -164,8 +164,8 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if len(parts) == 2 and [p.lower() for p in parts] == list(AUDIT_TABLE):
         return statements.select_table(statement, tables.audit_table(alias), ctx)
     found = _project_object(parts, ctx)
-    if found is None:
-        return None
+    if found is None:  # a data source's table; a subquery of its WHERE may read one
+        return knowledge_bases.select_federated(statement, ctx)
     project, name = found
     if name.lower() in PROJECT_TABLES:
         relation = tables.project_table(project, name, alias)

@@ -132,6 +132,13 @@ def test_stars_subqueries_and_hostile_text(query):
         "WITH h AS (SELECT id FROM mindsdb.notes WHERE content = 'printer' AND team = "
         "'hardware') SELECT c.name FROM maria.customers c JOIN h ON h.id = c.id"))
     assert sorted(r["name"] for r in cte) == sorted([NAMES[1], NAMES[4]])
+    # A subquery of the WHERE: the data source's table filtered by the search's ids (text,
+    # as in a search's answer: IN compares only values of one type).
+    chosen = _table(query(
+        "SELECT c.name FROM maria.customers c WHERE c.id IN (SELECT CAST(id AS INTEGER) "
+        "FROM mindsdb.notes WHERE content = 'refund or invoice' AND team = 'billing') "
+        "ORDER BY c.name"))
+    assert [r["name"] for r in chosen] == sorted([NAMES[3], NAMES[5]])
     # Quotes, a comment marker and unicode in the search text stay text.
     hostile = "it''s -- 🌍 /* printer */ ; DROP TABLE x"
     hits = _search(query, hostile)
