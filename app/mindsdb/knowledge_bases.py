@@ -358,8 +358,11 @@ def _subselects(node: Any) -> list[Select]:
     """The SELECTs inside a condition (``x IN (SELECT …)``, ``EXISTS (SELECT …)``)."""
     if isinstance(node, Select):
         return [node]
+    args = getattr(node, "args", None)
+    children = [*(args if isinstance(args, list | tuple) else ()),
+                getattr(node, "query", None)]
     found: list[Select] = []
-    for child in [*(getattr(node, "args", None) or ()), getattr(node, "query", None)]:
+    for child in children:
         if child is not None and not isinstance(child, str | int | float | bool):
             found += _subselects(child)
     return found
