@@ -168,11 +168,12 @@ SETTINGS: list[Setting] = [
             "Time limit of one INSERT … SELECT into a knowledge base, in seconds: its rows "
             "are read while they are embedded"),
     Setting("EMBEDDING_ENDPOINTS", "", str,
-            "Comma-separated base URLs of OpenAI-compatible embedding endpoints a knowledge "
-            "base may name (embedding_model base_url, e.g. http://ollama:11434/v1), besides "
-            "LLM_BASE_URL; any other is refused (default: none)"),
+            "Comma-separated base URLs of OpenAI-compatible embedding (and rerank) endpoints "
+            "a knowledge base may name (embedding_model or reranking_model base_url, e.g. "
+            "http://ollama:11434/v1), besides LLM_BASE_URL; any other is refused "
+            "(default: none)"),
     Setting("EMBEDDING_TIMEOUT_S", 60.0, float,
-            "Time limit of one request to an embedding endpoint, in seconds"),
+            "Time limit of one request to an embedding or rerank endpoint, in seconds"),
     Setting("SQL_POOL_SIZE", 4, int,
             "Connections kept open per data source and process"),
     Setting("SQL_POOL_TIMEOUT_S", 5.0, float,

@@ -1,8 +1,21 @@
-"""Quarry against a running MindsDB (issues 21 and 22): the same 2-source join and the same
-GROUP BY over an uploaded file, sent to both in one run, alternately.
+"""Quarry against a running MindsDB (issues 21, 22 and 31): the same 2-source join and the
+same GROUP BY over an uploaded file, sent to both in one run, alternately; with ``--kb``,
+the same knowledge-base insert and search instead.
 
     python bench/mindsdb_peer.py --mindsdb http://127.0.0.1:47335 [--mindsdb-pid PID] \
         [--orders 1000000] [--customers 10000] [--file-rows 1000000] [--repeat 5]
+    python bench/mindsdb_peer.py --mindsdb http://127.0.0.1:47335 --kb [--documents 200] \
+        [--searches 30]
+
+``--kb``: both servers embed through the same OpenAI-compatible ``/v1/embeddings`` endpoint,
+served by this bench (Quarry's embedded all-MiniLM-L6-v2 behind a small HTTP server, floats
+or base64 as the client asks), so that the model costs the same on both sides and the
+ratio is what each server adds. Both get ``CREATE KNOWLEDGE_BASE`` with that
+``embedding_model`` and the same chunking (1 000 characters, overlap 200), then the same
+``INSERT … VALUES`` statements of 50 documents (numpy's docstrings, as bench/kb.py: the
+body of each, up to 1 000 characters), timed whole; then ``--searches`` questions (each
+function's summary line), ``SELECT id FROM kb WHERE content = '…' LIMIT 10``, alternating,
+whose median times and MRR@10 (the right document's rank) are compared.
 
 MindsDB is not started here: run it yourself (bench/README.md says how) and give its URL.
 The bench makes a PostgreSQL database ``quarry_bench_peer_<pid>`` with ``orders`` (``--orders``
@@ -45,6 +58,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 from _server import children, migrate, pg_database, quarry_env, serving  # noqa: E402
 from federation import _maria  # noqa: E402
@@ -264,6 +278,137 @@ def report_memory(phase: str, footprints: dict[str, Footprint]) -> None:
         for name, f in footprints.items()))
 
 
+class EmbeddingServer:
+    """``POST /v1/embeddings`` (OpenAI's API) answered with Quarry's embedded model, in a
+    thread of this process; ``url`` is its base URL."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from app.kb.embeddings import local_model
+
+        model = local_model()
+        self.calls = 0
+        bench = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the name http.server calls
+                import base64
+
+
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                vectors = model.embed([str(t) for t in texts])
+                bench.calls += 1
+                as_base64 = body.get("encoding_format") == "base64"
+                data = [{"object": "embedding", "index": i, "embedding":
+                         base64.b64encode(v.astype("<f4").tobytes()).decode() if as_base64
+                         else [float(x) for x in v]} for i, v in enumerate(vectors)]
+                answer = json.dumps({"object": "list", "model": body.get("model"),
+                                     "data": data, "usage": {"prompt_tokens": 0,
+                                                             "total_tokens": 0}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def kb_compare(peers: list[Peer], embeddings: str, documents: int, searches: int) -> None:
+    from kb import _quote, corpus
+
+    pairs = corpus(documents)
+    model = json.dumps({"provider": "openai", "model_name": "all-minilm-l6-v2",
+                        "base_url": embeddings, "api_key": "bench"})
+    create = ("CREATE KNOWLEDGE_BASE mindsdb.kb_peer USING embedding_model = " + model +
+              ", content_columns = ['content'], id_column = 'id', preprocessing = "
+              "{\"text_chunking_config\": {\"chunk_size\": 1000, \"chunk_overlap\": 200}}")
+    inserts = ["INSERT INTO mindsdb.kb_peer (id, content) VALUES " + ", ".join(
+        f"({i}, {_quote(doc)})" for i, (_, doc) in enumerate(pairs[start:start + 50], start))
+        for start in range(0, len(pairs), 50)]
+    print(f"\n{len(pairs)} documents ({sum(len(d) for _, d in pairs) / len(pairs):.0f} "
+          f"characters on average), embeddings from {embeddings}, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    inserted: dict[str, float] = {}
+    for peer in peers:
+        peer.sql("DROP KNOWLEDGE_BASE IF EXISTS mindsdb.kb_peer")
+        body = peer.sql(create)
+        if body.get("type") == "error":
+            print(f"    {peer.name} refused the CREATE: {_error(body)}")
+            continue
+        started = time.perf_counter()
+        failed = next((b for b in (peer.sql(q) for q in inserts) if b.get("type") == "error"),
+                      None)
+        if failed is not None:
+            print(f"    {peer.name} insert failed: {_error(failed)}")
+            continue
+        inserted[peer.name] = time.perf_counter() - started
+        print(f"    {peer.name} insert {inserted[peer.name]:.2f} s "
+              f"({len(pairs) / inserted[peer.name]:.1f} documents/s)", flush=True)
+    if len(inserted) == 2:
+        print(f"    insert MindsDB / Quarry: {inserted['mindsdb'] / inserted['quarry']:.2f}")
+    times: dict[str, list[float]] = {p.name: [] for p in peers}
+    ranks: dict[str, list[float]] = {p.name: [] for p in peers}
+    for turn, (summary, _) in enumerate(pairs[:searches]):
+        query = (f"SELECT id FROM mindsdb.kb_peer WHERE content = {_quote(summary)} "
+                 "LIMIT 10")
+        for peer in peers if turn % 2 == 0 else reversed(peers):
+            if peer.name not in inserted:
+                continue
+            seconds, body = peer.timed(query)
+            if body.get("type") != "table":
+                print(f"    {peer.name} search failed: {_error(body)}")
+                inserted.pop(peer.name)
+                continue
+            times[peer.name].append(seconds)
+            ids = [str(row[0]) for row in body["data"]]
+            ranks[peer.name].append(1 / (ids.index(str(turn)) + 1) if str(turn) in ids
+                                    else 0.0)
+    for peer in peers:
+        if times[peer.name]:
+            print(f"    {peer.name} search p50 {statistics.median(times[peer.name]) * 1000:.1f}"
+                  f" ms, MRR@10 {statistics.fmean(ranks[peer.name]):.3f} "
+                  f"({len(times[peer.name])} searches)")
+    if all(times.values()):
+        ratio = statistics.median(times["mindsdb"]) / statistics.median(times["quarry"])
+        print(f"    search MindsDB / Quarry: {ratio:.2f}")
+    for peer in peers:
+        peer.sql("DROP KNOWLEDGE_BASE IF EXISTS mindsdb.kb_peer")
+
+
+def kb_main(args: argparse.Namespace, mindsdb: Peer) -> None:
+    from cryptography.fernet import Fernet
+
+    embeddings = EmbeddingServer()
+    try:
+        with tempfile.TemporaryDirectory(prefix="quarry-bench-peer-kb-") as tmp:
+            work = Path(tmp)
+            env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{work}/store.db",
+                             QUARRY_INSTANCE_PATH=str(work), QUARRY_WORKERS="1",
+                             QUARRY_DEMO_SOURCE="false",
+                             QUARRY_EMBEDDING_ENDPOINTS=embeddings.url,
+                             QUARRY_ENCRYPTION_KEY=Fernet.generate_key().decode())
+            migrate(env)
+            with serving(env, work) as server:
+                kb_compare([Peer("quarry", server.url), mindsdb], embeddings.url,
+                           args.documents, args.searches)
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}; "
+              f"{embeddings.calls} embedding requests")
+    finally:
+        embeddings.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mindsdb", required=True, metavar="URL",
@@ -274,10 +419,17 @@ def main() -> None:
     parser.add_argument("--customers", type=int, default=10_000)
     parser.add_argument("--file-rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--kb", action="store_true",
+                        help="compare knowledge bases (insert, search) instead")
+    parser.add_argument("--documents", type=int, default=200)
+    parser.add_argument("--searches", type=int, default=30)
     args = parser.parse_args()
     mindsdb = Peer("mindsdb", args.mindsdb)
     status = mindsdb.session.get(f"{mindsdb.url}/api/status", timeout=30).json()
     print(f"MindsDB at {mindsdb.url}: version {status.get('mindsdb_version')}")
+    if args.kb:
+        kb_main(args, mindsdb)
+        return
     with tempfile.TemporaryDirectory(prefix="quarry-bench-peer-") as tmp, \
             pg_database(DB, *pg_setup(args.orders, args.customers)) as pg_url, \
             maria_database(args.customers) as maria_url:

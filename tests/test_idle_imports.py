@@ -81,3 +81,33 @@ def test_a_master_preloads_the_engine_only_where_statements_can_federate(sqlite_
     # The demo alone: nothing loaded, no engine in the worker; the demo and one more
     # source: DuckDB and pyarrow in the master, and the worker's engine open.
     assert seen == [[False, [], False], [True, ["duckdb", "pyarrow"], True]], seen
+
+
+
+# A stateless MCP request (revision 2026-07-28) in a process that answered none before.
+STATELESS = """
+import json, sys
+import wsgi
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}
+answer = wsgi.app.test_client().post("/mcp", json={
+    "jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}},
+    headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"})
+print(json.dumps([answer.status_code, sorted(m for m in sys.modules
+                                             if m == "mcp" or m.startswith("mcp."))]))
+"""
+
+
+def test_the_stateless_mcp_revision_imports_no_sdk_package(sqlite_template, tmp_path):
+    # Its envelope check loads one file of the SDK; the package (its client and server
+    # runtimes: anyio, httpx, starlette, uvicorn) stays out of the worker.
+    store = tmp_path / "store.db"
+    shutil.copy(sqlite_template, store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
+    env.update(QUARRY_DATABASE_URL=f"sqlite:///{store}", QUARRY_INSTANCE_PATH=str(tmp_path),
+               QUARRY_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", STATELESS], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    status, imported = json.loads(done.stdout.strip().splitlines()[-1])
+    assert status == 200 and imported == [], imported

@@ -56,7 +56,8 @@ def _answer(tool_set: protocol.ToolSet) -> Response:
     version = request.headers.get(protocol.VERSION_HEADER)
     if problem := protocol.version_problem(version, payload):
         raise BadRequest(problem, title="Unsupported MCP revision")
-    reply = protocol.handle(payload, tool_set, current_app.config["API_VERSION"])
+    reply = protocol.handle(payload, tool_set, current_app.config["API_VERSION"],
+                            {name.lower(): value for name, value in request.headers.items()})
     if reply.body is None:
         return Response(status=202)
     return Response(dumps(reply.body), status=reply.status, mimetype="application/json")

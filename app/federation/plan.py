@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -222,11 +222,19 @@ def source_of(table: exp.Table, registry: SourceRegistry, context: DataSource | 
                    f"({', '.join(registry.names()) or 'none configured'})")
 
 
+def _local_names(statement: exp.Expression, given: Collection[str]) -> set[str]:
+    """Bare table names that no source holds: the statement's CTEs and the given tables."""
+    return {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)} | \
+        {name.lower() for name in given}
+
+
 def tables_of(statement: exp.Expression, registry: SourceRegistry,
-              context: DataSource | None) -> list[tuple[DataSource, exp.Table]]:
+              context: DataSource | None, given: Collection[str] = ()
+              ) -> list[tuple[DataSource, exp.Table]]:
     """Each table the statement reads, once, with its source (as ``split`` resolves them;
-    the tables are copies without their source qualifier)."""
-    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    the tables are copies without their source qualifier). ``given``: names of tables the
+    engine holds already (rows Quarry made), read from no source."""
+    ctes = _local_names(statement, given)
     found: dict[tuple[str, str], tuple[DataSource, exp.Table]] = {}
     for node in statement.find_all(exp.Table):
         if not node.name:
@@ -240,14 +248,19 @@ def tables_of(statement: exp.Expression, registry: SourceRegistry,
 
 
 def split(statement: exp.Expression, registry: SourceRegistry, context: DataSource | None,
-          describe: Describe) -> Plan:
-    """The legs and the engine statement of a parsed, read-only ``statement``."""
+          describe: Describe, given: dict[str, list[str]] | None = None) -> Plan:
+    """The legs and the engine statement of a parsed, read-only ``statement``; ``given``:
+    tables the engine holds already (rows Quarry made: a knowledge base's search), by bare
+    name, with their columns."""
     statement = statement.copy()
     names = _shown_names(statement)
-    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    given = given or {}
+    ctes = _local_names(statement, given)
     source_names = {name.lower() for name in registry.names()}
     legs: list[Leg] = []
-    schema: dict[str, dict[str, str]] = {}
+    schema: dict[str, dict[str, str]] = {
+        name: {column.lower(): "UNKNOWN" for column in columns}
+        for name, columns in given.items()}
     described: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
     for table in list(statement.find_all(exp.Table)):
         if not table.name:

@@ -70,6 +70,15 @@ class Limits:
 
 
 @dataclass
+class Given:
+    """Rows Quarry made itself (a knowledge base's search) that stand in a federated
+    statement as the table of a bare name, beside the legs read from data sources."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+@dataclass
 class FederatedResult:
     columns: list[str]
     rows: list[tuple[Any, ...]]
@@ -203,9 +212,11 @@ def _reader(query: str, registry: SourceRegistry, context: DataSource | None
 
 
 def federated_select(query: str, registry: SourceRegistry, context: DataSource | None,
-                     limits: Limits, statement: Statement | None) -> FederatedResult:
-    """Run the SELECT ``query`` over the data sources it names; the buffered answer."""
-    run = _Run(query, registry, context, limits, statement)
+                     limits: Limits, statement: Statement | None,
+                     given: dict[str, Given] | None = None) -> FederatedResult:
+    """Run the SELECT ``query`` over the data sources it names (and the ``given`` tables
+    it names by their bare names); the buffered answer."""
+    run = _Run(query, registry, context, limits, statement, given)
     try:
         run.load()
         columns, rows, truncated = _engine(run)
@@ -257,11 +268,15 @@ class _Run:
     """One federated statement while it runs: its plan, its engine session, its clock."""
 
     def __init__(self, query: str, registry: SourceRegistry, context: DataSource | None,
-                 limits: Limits, statement: Statement | None) -> None:
+                 limits: Limits, statement: Statement | None,
+                 given: dict[str, Given] | None = None) -> None:
         self.query, self.registry, self.context = query, registry, context
+        self.given = given or {}
         self.statement = statement or Statement(uuid.uuid4().hex)
-        # A write is refused here, before any leg runs (a kept plan's statement was).
-        self.key = plan_key(query, context, limits.params)
+        # A write is refused here, before any leg runs (a kept plan's statement was). A
+        # statement with given tables is planned each time: their columns are not a
+        # source's, which a kept plan is checked against.
+        self.key = plan_key(query, context, limits.params) if not self.given else None
         self.planned: Planned | None = current_engine().plans.get(self.key) \
             if self.key is not None else None
         self.parsed = self.planned.parsed if self.planned is not None else \
@@ -306,7 +321,7 @@ class _Run:
 
     def _load(self, empty: bool, kept: set[tuple[str, str]], ttl_s: float) -> None:
         registry, deadline, engine = self.registry, self.deadline, current_engine()
-        tables = tables_of(self.parsed, registry, self.context)
+        tables = tables_of(self.parsed, registry, self.context, self.given)
         columns = leg_runner.describe_tables(
             registry, deadline, tables, lambda jobs: self._parallel(jobs, "json"),
             engine.described, ttl_s, kept)
@@ -316,13 +331,18 @@ class _Run:
             self.plan = fresh(self.planned.plan)
         else:
             plan = split(self.parsed, registry, self.context, lambda source, table:
-                         columns[leg_runner.describe_key(source, table)])
+                         columns[leg_runner.describe_key(source, table)],
+                         {name: table.columns for name, table in self.given.items()})
             if self.key is not None:
                 engine.plans.put(self.key, Planned(self.parsed, read, plan))
             self.plan = fresh(plan)
         self.statement.legs = self.plan.legs
         self.session, self.engine_name, self.note = open_engine(
             self.plan, registry, self.statement, deadline, spark=not empty)
+        for name, table in self.given.items():
+            names = [column.lower() for column in table.columns]
+            self.session.append(name, leg_runner.record_batch(
+                [] if empty else table.rows, names, [None] * len(names)))
         if isinstance(self.session, SparkSession):
             self.session.cap = self.limits.max_rows + 1
             self._load_spark()

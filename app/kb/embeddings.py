@@ -118,8 +118,10 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-class EndpointModel:
-    """An OpenAI-compatible ``POST {base_url}/embeddings`` (Ollama, vLLM, TEI, llama.cpp …)."""
+class ModelEndpoint:
+    """A model behind an OpenAI-compatible endpoint an administrator listed."""
+
+    kind = "model"
 
     def __init__(self, base_url: str, model_name: str, api_key: str | None,
                  timeout_s: float) -> None:
@@ -128,28 +130,27 @@ class EndpointModel:
         self._api_key = api_key
         self._timeout = timeout_s
 
+    @property
+    def where(self) -> str:
+        return f"the {self.kind} endpoint {self.base_url}"
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return post_json(f"{self.base_url}/{path}", {"model": self.model_name, **body},
+                         self._api_key, self._timeout, self.where)
+
+
+class EndpointModel(ModelEndpoint):
+    """An OpenAI-compatible ``POST {base_url}/embeddings`` (Ollama, vLLM, TEI, llama.cpp …)."""
+
+    kind = "embedding"
+
     def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
         if not texts:
             return np.zeros((0, 0), np.float32)
-        request = urllib.request.Request(
-            f"{self.base_url}/embeddings", method="POST",
-            data=json.dumps({"model": self.model_name, "input": list(texts)}).encode(),
-            headers={"Content-Type": "application/json",
-                     **({"Authorization": f"Bearer {self._api_key}"}
-                        if self._api_key else {})})
-        opener = urllib.request.build_opener(_NoRedirect)
-        where = f"the embedding endpoint {self.base_url}"
-        try:
-            with opener.open(request, timeout=self._timeout) as response:
-                answer = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            raise EmbeddingError(f"{where} answered HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EmbeddingError(f"{where} could not be reached: {reason}") from None
+        where = self.where
+        answer = self.post("embeddings", {"input": list(texts)})
         try:
             rows = sorted(answer["data"], key=lambda item: item.get("index", 0))
             vectors = np.array([row["embedding"] for row in rows], dtype=np.float32)
@@ -160,6 +161,27 @@ class EndpointModel:
             raise EmbeddingError(f"{where} answered {len(vectors)} embeddings for "
                                  f"{len(texts)} texts")
         return _normalised(vectors)
+
+
+def post_json(url: str, body: dict[str, Any], api_key: str | None, timeout_s: float,
+              where: str) -> Any:
+    """POST ``body`` as JSON to a listed model endpoint; its JSON answer. EmbeddingError
+    naming ``where`` (never the key) when it cannot be reached or answers an error; a
+    redirect is not followed."""
+    request = urllib.request.Request(
+        url, method="POST", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json",
+                 **({"Authorization": f"Bearer {api_key}"} if api_key else {})})
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(request, timeout=timeout_s) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        raise EmbeddingError(f"{where} answered HTTP {exc.code}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise EmbeddingError(f"{where} could not be reached: {reason}") from None
 
 
 def _normalised(vectors: Any) -> Any:

@@ -5,26 +5,46 @@ streams, sessions held in memory by one process) does not fit: a request may lan
 worker. What is reused is the SDK's wire types (``mcp_types``, pydantic) to read requests and
 to shape results, so the answers are exactly what the official client validates.
 
-Versions: a client of the handshake era sends ``initialize`` with the revision it wants and
-gets it when it is one of ``HANDSHAKE_PROTOCOL_VERSIONS`` (else the newest of them, as the
-specification says). A client of the 2026 era first probes ``server/discover``; it is answered
-"unsupported protocol version" with the handshake revisions listed, which is how the official
-client learns to fall back to ``initialize``. Nothing is kept between requests (no
-``Mcp-Session-Id``): every request is signed in and checked on its own.
+Two eras on the same endpoint, told apart per message:
+
+- the handshake era (2024-11-05 … 2025-11-25): ``initialize`` with the revision the client
+  wants, which it gets when it is one of ``HANDSHAKE_PROTOCOL_VERSIONS`` (else the newest of
+  them, as the specification says), then ``tools/list``, ``tools/call``, ``ping``;
+- the stateless era (``MODERN_PROTOCOL_VERSIONS``: 2026-07-28): no handshake; every request
+  carries its revision and the client's capabilities in ``params._meta`` (and the
+  ``MCP-Protocol-Version`` and ``Mcp-Method`` headers, which must agree with the body),
+  ``server/discover`` answers the revisions, capabilities and instructions, and every result
+  is tagged ``resultType`` and stamped with the server's identity. The envelope is checked by
+  the SDK's own classifier (``mcp.shared.inbound``); its errors go out with the HTTP status
+  the SDK's table gives them.
+
+A message is of the stateless era when its ``_meta`` names a revision, or it is
+``server/discover``. Nothing is kept between requests (no ``Mcp-Session-Id``): every request
+is signed in and checked on its own, in either era.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.metadata
+import importlib.util
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from pydantic import ValidationError
 
 VERSION_HEADER = "MCP-Protocol-Version"
 SERVER_NAME = "quarry"
+ALL_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+# Methods of the handshake era that the stateless revision removed.
+_HANDSHAKE_ONLY = {"initialize", "ping"}
 
 
 @dataclass
@@ -46,28 +66,122 @@ class ToolSet:
 
 def version_problem(header: str | None, payload: Any) -> str | None:
     """Why the ``MCP-Protocol-Version`` header is refused (400), or None. The transport's
-    rule: a revision the server does not speak is refused; ``server/discover`` (the 2026
-    probe) is let through, to be answered with the revisions there are."""
-    if not header or header in HANDSHAKE_PROTOCOL_VERSIONS or _is_discover(payload):
+    rule: a revision the server does not speak is refused; a stateless-era request is let
+    through, to be answered in JSON-RPC with the revisions there are."""
+    if not header or header in ALL_VERSIONS or _is_modern(payload):
         return None
     return (f"Unsupported {VERSION_HEADER}: {header[:40]!r}; supported: "
-            f"{', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}")
+            f"{', '.join(ALL_VERSIONS)}")
 
 
-def handle(payload: dict[str, Any] | list[Any], tools: ToolSet, server_version: str) -> Reply:
-    """Answer one POSTed JSON-RPC message, or a batch of them (as 2025-03-26 allows)."""
+def handle(payload: dict[str, Any] | list[Any], tools: ToolSet, server_version: str,
+           headers: Mapping[str, str] | None = None) -> Reply:
+    """Answer one POSTed JSON-RPC message, or a batch of them (as 2025-03-26 allows);
+    ``headers``: the request's, by lower-case name (a stateless request's must agree with
+    its body)."""
     if isinstance(payload, list):
         answers = [a for a in (_one(m, tools, server_version) for m in payload) if a is not None]
         return Reply(200, answers) if answers else Reply(202)
+    if _is_modern(payload):
+        return _modern(payload, tools, server_version, headers or {})
     answer = _one(payload, tools, server_version)
     if answer is None:
         return Reply(202)  # a notification or a response: accepted, nothing to say
     return Reply(200, answer)
 
 
-def _is_discover(payload: Any) -> bool:
-    return isinstance(payload, dict) and payload.get("method") == "server/discover"
+def _is_modern(message: Any) -> bool:
+    """Whether a message is of the stateless era: it names its revision in ``_meta``, or it
+    is the era's ``server/discover``."""
+    if not isinstance(message, dict):
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return message.get("method") == "server/discover" or (
+        isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta)
 
+
+# --- the stateless revision (2026-07-28) ---------------------------------------------------
+
+_inbound: Any = None
+_inbound_lock = threading.Lock()
+
+
+def _classifier() -> Any:
+    """The SDK's envelope classifier (``mcp/shared/inbound.py``), loaded by itself: it is
+    a pure module (mcp_types and the standard library), while importing it through its
+    package would start the SDK's client and server runtimes (anyio, httpx, starlette,
+    uvicorn: some 350 modules) in a WSGI worker that needs none of them."""
+    global _inbound
+    with _inbound_lock:
+        if _inbound is None:
+            path = importlib.metadata.distribution("mcp").locate_file(
+                "mcp/shared/inbound.py")
+            spec = importlib.util.spec_from_file_location("quarry_mcp_inbound", str(path))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            _inbound = module
+        return _inbound
+
+
+def _modern(message: dict[str, Any], tools: ToolSet, server_version: str,
+            headers: Mapping[str, str]) -> Reply:
+    inbound = _classifier()
+    request_id = message.get("id")
+    if message.get("jsonrpc") != "2.0" or "method" not in message:
+        return _modern_error(inbound, request_id, types.INVALID_REQUEST,
+                             "Not a JSON-RPC 2.0 request")
+    if "id" not in message:
+        return Reply(202)  # a notification: nothing to answer
+    route = inbound.classify_inbound_request(message, headers=headers)
+    if isinstance(route, inbound.InboundLadderRejection):
+        data = route.data
+        if route.code == types.UNSUPPORTED_PROTOCOL_VERSION and isinstance(data, dict):
+            # Every revision served, the handshake's too: a client of both eras then
+            # falls back to initialize instead of giving up.
+            data = {**data, "supported": list(ALL_VERSIONS)}
+        return _modern_error(inbound, request_id, route.code, route.message, data)
+    version = route.protocol_version
+    try:
+        request = types.JSONRPCRequest.model_validate(message)
+        method = request.method
+        if method in _HANDSHAKE_ONLY:
+            raise _RpcError(types.METHOD_NOT_FOUND, f"{method} is not part of revision "
+                            f"{version}: it is stateless, with no handshake (server/discover "
+                            "says what this server speaks)")
+        if method == "server/discover":
+            result = _dump(types.DiscoverResult(
+                supported_versions=list(ALL_VERSIONS), capabilities=_capabilities(),
+                instructions=tools.instructions))
+        else:
+            result = _dispatch(request, tools, server_version)
+        # The results are the same models as the handshake era's (tools, calls); the
+        # revision requires the tag and asks for the server's identity on each.
+        result.setdefault("resultType", "complete")
+        result["_meta"] = {**(result.get("_meta") or {}), types.SERVER_INFO_META_KEY:
+                           _dump(_implementation(server_version))}
+    except ValidationError as exc:
+        return _modern_error(inbound, request_id, types.INVALID_REQUEST, _first_problem(exc))
+    except _RpcError as exc:
+        return _modern_error(inbound, request_id, exc.code, exc.message, exc.data)
+    return Reply(200, {"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def _modern_error(inbound: Any, request_id: Any, code: int, message: str,
+                  data: Any = None) -> Reply:
+    return Reply(inbound.ERROR_CODE_HTTP_STATUS.get(code, 200),
+                 _error(request_id, code, message, data))
+
+
+def _capabilities() -> types.ServerCapabilities:
+    return types.ServerCapabilities(tools=types.ToolsCapability(list_changed=False))
+
+
+def _implementation(server_version: str) -> types.Implementation:
+    return types.Implementation(name=SERVER_NAME, version=server_version)
+
+
+# --- the handshake era -------------------------------------------------------------------------
 
 def _one(message: Any, tools: ToolSet, server_version: str) -> dict[str, Any] | None:
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
@@ -106,12 +220,6 @@ def _dispatch(request: types.JSONRPCRequest, tools: ToolSet, server_version: str
     if method == "tools/call":
         call = _validated(types.CallToolRequestParams, params)
         return _dump(tools.call_tool(call.name, call.arguments or {}))
-    if method == "server/discover":
-        raise _RpcError(types.UNSUPPORTED_PROTOCOL_VERSION,
-                        "This server speaks the initialize handshake",
-                        {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS),
-                         "requested": str(params.get("_meta", {}).get(
-                             types.PROTOCOL_VERSION_META_KEY, ""))[:40]})
     raise _RpcError(types.METHOD_NOT_FOUND, f"Method not found: {method[:80]}")
 
 
@@ -120,10 +228,8 @@ def _initialize(params: dict[str, Any], tools: ToolSet, server_version: str) -> 
     wanted = init.protocol_version
     version = wanted if wanted in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
     result = types.InitializeResult(
-        protocol_version=version,
-        capabilities=types.ServerCapabilities(tools=types.ToolsCapability(list_changed=False)),
-        server_info=types.Implementation(name=SERVER_NAME, version=server_version),
-        instructions=tools.instructions)
+        protocol_version=version, capabilities=_capabilities(),
+        server_info=_implementation(server_version), instructions=tools.instructions)
     return _dump(result)
 
 

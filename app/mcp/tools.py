@@ -64,7 +64,10 @@ SEARCH_ARGUMENTS = {
               "description": "How many chunks (default 10)"},
     "hybrid_search_alpha": {"type": "number", "minimum": 0, "maximum": 1,
                             "description": "Weight of meaning against words (1: meaning "
-                                           "only, the default; 0: words only)"}}
+                                           "only, the default; 0: words only)"},
+    "reranking": {"type": "boolean",
+                  "description": "false: skip the knowledge base's reranking model, if it "
+                                 "has one (default: use it)"}}
 
 
 def server_tools() -> ToolSet:
@@ -285,9 +288,14 @@ def search_knowledge_base(project: str, name: str, arguments: dict[str, Any]
     if alpha is not None and (not isinstance(alpha, int | float) or isinstance(alpha, bool)
                               or not 0 <= alpha <= 1):
         raise ToolError("Argument 'hybrid_search_alpha' must be a number from 0 to 1")
+    reranking = arguments.get("reranking")
+    if reranking is not None and not isinstance(reranking, bool):
+        raise ToolError("Argument 'reranking' must be true or false")
+
     def run() -> dict[str, Any]:
         hits = kb_service.search(project, name, content=text, limit=limit,
-                                 alpha=None if alpha is None else float(alpha))
+                                 alpha=None if alpha is None else float(alpha),
+                                 reranking=reranking)
         return cut(list(kb_service.HIT_COLUMNS),
                    [[hit[c] for c in kb_service.HIT_COLUMNS] for hit in hits])
     return _recorded(f"-- MCP search_knowledge_base {project}.{name}", project, run)

@@ -20,6 +20,7 @@ class Context:
     registry: SourceRegistry
     params: dict[str, Any] | None = None
     statement: Statement | None = None   # the running statement, when there is one
+    query: str = ""                  # the statement's text as the caller wrote it
 
     def is_source(self, name: str) -> bool:
         return self.registry.get(name) is not None

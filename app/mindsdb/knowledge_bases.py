@@ -9,8 +9,11 @@ keep. Each statement calls the service the REST routes call (services/knowledge_
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterable
 from typing import Any
 
+from flask import current_app
 from mindsdb_sql_parser.ast import (
     BinaryOperation,
     Constant,
@@ -18,16 +21,21 @@ from mindsdb_sql_parser.ast import (
     Describe,
     Identifier,
     Insert,
+    Join,
     Select,
     Tuple,
 )
 from mindsdb_sql_parser.ast.mindsdb import CreateKnowledgeBase, DropKnowledgeBase
+from sqlglot import exp
 
 from ..errors import NameTaken, ProjectNotFound
+from ..federation import run as federation
 from ..kb.index import OPERATORS, Filter
 from ..schemas.knowledge_bases import KnowledgeBaseOptions
 from ..services import knowledge_bases as kb_service
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.formats import dumps_rows
+from ..sql.gate import parse_any
 from . import tables
 from .context import Context, qualified
 from .errors import if_clause, service_errors
@@ -190,7 +198,8 @@ def select(statement: Select, project: str, name: str, alias: str | None,
     with _errors(project, name):
         hits = kb_service.search(project, name, content=terms["content"],
                                  filters=terms["filters"], min_relevance=terms["relevance"],
-                                 alpha=terms["alpha"], limit=wanted)
+                                 alpha=terms["alpha"], limit=wanted,
+                                 reranking=terms["reranking"])
     columns = list(kb_service.HIT_COLUMNS)
     relation = Relation.of(columns, [tuple(h[c] for c in columns) for h in hits],
                            qualifier=alias or name)
@@ -199,11 +208,15 @@ def select(statement: Select, project: str, name: str, alias: str | None,
 
 
 def _search_terms(where: Any) -> dict[str, Any]:
+    return _terms(_condition(condition) for condition in conjuncts(where))
+
+
+def _terms(conditions: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
+    """The search of (column, operator, value) conditions joined by AND."""
     terms: dict[str, Any] = {"content": None, "filters": [], "relevance": None,
-                             "alpha": None}
+                             "alpha": None, "reranking": None}
     hybrid = False
-    for condition in conjuncts(where):
-        column, op, value = _condition(condition)
+    for column, op, value in conditions:
         key = column.lower()
         if key == "content":
             if op != "=" or not isinstance(value, str):
@@ -223,9 +236,7 @@ def _search_terms(where: Any) -> dict[str, Any]:
         elif key == "hybrid_search":
             hybrid = _flag(op, value, key)
         elif key == "reranking":
-            if _flag(op, value, key):
-                raise SqlError(ErrorCode.UNSUPPORTED, "reranking is not available yet: "
-                               "leave it out or write reranking = false")
+            terms["reranking"] = _flag(op, value, key)
         elif key in ("distance", "chunk_id", "chunk_content", "metadata"):
             raise SqlError(ErrorCode.INVALID_STATEMENT,
                            f"{column} cannot be filtered on; filter on relevance, the id "
@@ -269,3 +280,213 @@ def _flag(op: str, value: Any, key: str) -> bool:
     if op != "=" or not isinstance(value, bool):
         raise SqlError(ErrorCode.INVALID_STATEMENT, f"{key} takes = true or = false")
     return value
+
+
+# --- a knowledge base beside other tables ------------------------------------------------------
+
+# The comparisons a condition on a knowledge base's search, id or metadata may use, as
+# sqlglot reads them (NOT IN and NOT LIKE are these under a NOT).
+_GLOT_OPERATORS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">",
+                   exp.GTE: ">=", exp.Like: "like", exp.In: "in"}
+
+
+def select_federated(select: Select, ctx: Context) -> Body | None:
+    """A SELECT that reads a knowledge base beside data-source tables (a JOIN, a subquery):
+    each knowledge base is searched first, with the conditions on it (``kb.content = '…'``,
+    metadata, relevance …), and its hits stand in the statement as a table, which the
+    federation engine joins to the others. None when the statement reads no knowledge base."""
+    if not ctx.query or not _names_project_tables(select, ctx):
+        return None
+    try:
+        statement, dialect = parse_any(ctx.query, ctx.registry)
+    except SqlError:
+        return None
+    found = [(table, kb) for table in statement.find_all(exp.Table)
+             if (kb := _knowledge_base(table, statement, ctx)) is not None]
+    if not found:
+        return None
+    config = current_app.config
+    most = config["FEDERATION_MAX_LEG_ROWS"]
+    given: dict[str, federation.Given] = {}
+    for table, (project, name) in found:
+        alias = table.alias_or_name
+        terms = _terms(_pulled(table, alias))
+        wanted = _hits_wanted(table, terms, most)
+        with _errors(project, name):
+            hits = kb_service.search(project, name, content=terms["content"],
+                                     filters=terms["filters"],
+                                     min_relevance=terms["relevance"], alpha=terms["alpha"],
+                                     limit=wanted, reranking=terms["reranking"])
+        if terms["content"] is None and len(hits) >= wanted:
+            raise SqlError(ErrorCode.TOO_MANY_ROWS, f"Knowledge base {project}.{name} lists "
+                           f"more than {most} chunks (FEDERATION_MAX_LEG_ROWS) in this "
+                           "statement; search it (content = '…') or filter on its metadata")
+        key = f"quarry_kb_{secrets.token_hex(4)}_{len(given)}"
+        columns = list(kb_service.HIT_COLUMNS)
+        given[key] = federation.Given(columns, [_hit_row(hit, columns) for hit in hits])
+        table.replace(exp.Table(this=exp.to_identifier(key),
+                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    limits = federation.Limits(timeout_s=None, max_rows=config["SQL_MAX_ROWS"],
+                               max_bytes=config["SQL_MAX_RESPONSE_BYTES"],
+                               max_leg_rows=most, params=ctx.params)
+    result = federation.federated_select(statement.sql(dialect=dialect), ctx.registry,
+                                         ctx.registry.get(ctx.db), limits, ctx.statement,
+                                         given)
+    body = table_body(result.columns, result.rows, ctx)
+    if result.truncated:
+        body["truncated"] = True
+    return body
+
+
+def _names_project_tables(node: Any, ctx: Context) -> bool:
+    """Whether a SELECT's tables (its FROM tree: tables, joins, subqueries; the subqueries
+    of its WHERE) name one that is no data source's: the cheap test before the statement
+    is read again for knowledge bases."""
+    if isinstance(node, Identifier):
+        parts = [str(p) for p in node.parts]
+        return not ctx.is_source(parts[0] if len(parts) > 1 else ctx.db)
+    if isinstance(node, Join):
+        return _names_project_tables(node.left, ctx) or \
+            _names_project_tables(node.right, ctx)
+    if isinstance(node, Select):
+        return _names_project_tables(node.from_table, ctx) or any(
+            _names_project_tables(inner, ctx) for inner in _subselects(node.where))
+    return False
+
+
+def _subselects(node: Any) -> list[Select]:
+    """The SELECTs inside a condition (``x IN (SELECT …)``, ``EXISTS (SELECT …)``)."""
+    if isinstance(node, Select):
+        return [node]
+    args = getattr(node, "args", None)
+    children = [*(args if isinstance(args, list | tuple) else ()),
+                getattr(node, "query", None)]
+    found: list[Select] = []
+    for child in children:
+        if child is not None and not isinstance(child, str | int | float | bool):
+            found += _subselects(child)
+    return found
+
+
+def _knowledge_base(table: exp.Table, statement: exp.Expression, ctx: Context
+                    ) -> tuple[str, str] | None:
+    """(project, name) when ``table`` is a knowledge base the caller may read."""
+    if not table.name or table.catalog:
+        return None
+    if table.db:
+        project = ctx.find_project(table.db)
+    elif table.name.lower() in {c.alias_or_name.lower() for c in statement.find_all(exp.CTE)}:
+        return None
+    else:
+        project = ctx.find_project(ctx.db)
+    if project is None or not kb_service.is_knowledge_base(project, table.name):
+        return None
+    return project, table.name
+
+
+def _pulled(table: exp.Table, alias: str) -> list[tuple[str, str, Any]]:
+    """The conditions on the knowledge base ``alias`` that its search takes, taken out of the
+    WHERE of its SELECT and the ON of its own JOIN (each left there as TRUE)."""
+    select = table.find_ancestor(exp.Select)
+    places = [select.args.get("where") if select is not None else None]
+    if isinstance(table.parent, exp.Join):
+        places.append(table.parent.args.get("on"))
+    # Alone in its SELECT (a CTE, a subquery), its columns need no qualifier.
+    alone = select is not None and not select.args.get("joins") and \
+        isinstance(table.parent, exp.From)
+    pulled = []
+    for place in places:
+        if place is None:
+            continue
+        root = place.this if isinstance(place, exp.Where) else place
+        for conjunct in list(root.flatten() if isinstance(root, exp.And) else [root]):
+            condition = _glot_condition(conjunct, alias, alone)
+            if condition is not None:
+                pulled.append(condition)
+                conjunct.replace(exp.true())
+    return pulled
+
+
+def _glot_condition(node: exp.Expression, alias: str, alone: bool
+                    ) -> tuple[str, str, Any] | None:
+    """(column, operator, value) of a condition on the knowledge base's search words, id or
+    metadata (``alone``: unqualified columns are its own); None for one the engine
+    evaluates (another table's, or the hits' own columns); UNSUPPORTED for a search word
+    or metadata column in another form."""
+    negated = isinstance(node, exp.Not) and isinstance(node.this, exp.In | exp.Like)
+    inner = node.this if negated else node
+    op = _GLOT_OPERATORS.get(type(inner))
+
+    def mine(column: exp.Column) -> bool:
+        return column.table.lower() == alias.lower() or (alone and not column.table)
+
+    columns = [c for c in inner.find_all(exp.Column) if mine(c)]
+    if not columns:
+        return None
+    column = inner.this if op is not None else None
+    value = _glot_value(inner, op)
+    own = set(kb_service.HIT_COLUMNS) - {"id", "relevance"}  # the hits' own columns
+    if isinstance(column, exp.Column) and mine(column) \
+            and value is not _NO_VALUE and len(columns) == 1:
+        return None if column.name.lower() in own else \
+            (column.name, f"not {op}" if negated else op, value)
+    if {c.name.lower() for c in columns} <= own | {"id"}:
+        return None  # a join on the id, a condition on the hits: the engine's
+    raise SqlError(ErrorCode.UNSUPPORTED, f"A condition on knowledge base {alias}'s "
+                   "search, id or metadata is written column <op> constant (=, !=, <, "
+                   f"<=, >, >=, LIKE, IN) and joined with AND; got: {node.sql()}")
+
+
+_NO_VALUE = object()
+
+
+def _glot_value(node: exp.Expression, op: str | None) -> Any:
+    if op == "in":
+        values = [_literal(v) for v in node.expressions]
+        return _NO_VALUE if not values or _NO_VALUE in values else values
+    if op is None:
+        return _NO_VALUE
+    return _literal(node.expression)
+
+
+def _literal(node: Any) -> Any:
+    if isinstance(node, exp.Boolean):
+        return node.this
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) \
+            and not node.this.is_string:
+        value = _literal(node.this)
+        return _NO_VALUE if value is _NO_VALUE else -value
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        text = node.this
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                return float(text)
+            except ValueError:
+                return _NO_VALUE
+    return _NO_VALUE
+
+
+def _hits_wanted(table: exp.Table, terms: dict[str, Any], most: int) -> int:
+    """How many hits a knowledge base brings into the statement: a search, its default
+    number or the statement's LIMIT (and OFFSET) when larger; a listing, all up to the leg
+    limit (one more, to tell when it is reached)."""
+    if terms["content"] is None:
+        return most + 1
+    select = table.find_ancestor(exp.Select)
+    wanted = kb_service.DEFAULT_LIMIT
+    if select is not None and select.args.get("limit") is not None:
+        count = _literal(select.args["limit"].expression)
+        offset = select.args.get("offset")
+        skip = _literal(offset.expression) if offset is not None else 0
+        if isinstance(count, int) and isinstance(skip, int):
+            wanted = max(wanted, count + skip)
+    return min(wanted, most)
+
+
+def _hit_row(hit: dict[str, Any], columns: list[str]) -> tuple[Any, ...]:
+    # The metadata object is JSON text in the engine (json_extract_string reads it).
+    return tuple(dumps_rows(hit[c]).decode() if c == "metadata" else hit[c] for c in columns)

@@ -110,7 +110,7 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
     """The answer to a statement about the service's objects, or None for the data path.
     ``statement``: the running statement (an insert into a knowledge base shows its
     progress on it, and stops when it is cancelled)."""
-    ctx = Context(db=db, registry=registry, params=params, statement=statement)
+    ctx = Context(db=db, registry=registry, params=params, statement=statement, query=query)
     answer = grants.grant_statement(query, ctx)
     if answer is not None:
         return answer
@@ -155,7 +155,7 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if isinstance(source, Join):
         return _join(statement, source, ctx)
     if not isinstance(source, Identifier) or statement.cte:
-        return None
+        return knowledge_bases.select_federated(statement, ctx)  # a subquery may read one
     parts = [str(p) for p in source.parts]
     alias = source.alias.parts[-1] if source.alias is not None else None
     if len(parts) == 2 and parts[0].lower() == SYSTEM_DATABASE \
@@ -164,8 +164,8 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if len(parts) == 2 and [p.lower() for p in parts] == list(AUDIT_TABLE):
         return statements.select_table(statement, tables.audit_table(alias), ctx)
     found = _project_object(parts, ctx)
-    if found is None:
-        return None
+    if found is None:  # a data source's table; a subquery of its WHERE may read one
+        return knowledge_bases.select_federated(statement, ctx)
     project, name = found
     if name.lower() in PROJECT_TABLES:
         relation = tables.project_table(project, name, alias)
@@ -275,6 +275,9 @@ def _join(statement: Select, join: Join, ctx: Context) -> dict[str, Any] | None:
             return predictions.predict_join(statement, other, model_side, found[0], model, ctx)
         if len(parts) > 1 and missing is None and view_service.find_view(*found) is None:
             missing = found
+    answered = knowledge_bases.select_federated(statement, ctx)  # one beside tables
+    if answered is not None:
+        return answered
     if missing is not None:
         with service_errors():
             raise ModelNotFound(missing[1], missing[0])

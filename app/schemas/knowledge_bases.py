@@ -3,6 +3,7 @@ MindsDB's shapes."""
 
 from marshmallow import Schema, fields, validate
 
+from ..kb.reranking import RERANK_PROVIDERS
 from .common import InputSchema, JsonObject, JsonObjects, Name, NonEmptyString
 
 PROVIDERS = ("quarry", "openai")
@@ -30,6 +31,17 @@ class EmbeddingFields(InputSchema):
     api_key = fields.String(validate=validate.Length(max=4096), load_only=True)
 
 
+class RerankingModel(InputSchema):
+    """reranking_model = {…}: a rerank endpoint an administrator listed (app/kb/reranking.py);
+    "openai" and "cohere" name the same wire (POST <base_url>/rerank)."""
+
+    provider = fields.String(validate=validate.OneOf(RERANK_PROVIDERS), load_default="openai")
+    model_name = NonEmptyString()
+    model = NonEmptyString()
+    base_url = fields.String(required=True, validate=validate.Length(min=1, max=2048))
+    api_key = fields.String(validate=validate.Length(max=4096), load_only=True)
+
+
 class KnowledgeBaseOptions(InputSchema):
     """CREATE KNOWLEDGE_BASE's USING, and the REST body's fields beside the name."""
 
@@ -38,7 +50,7 @@ class KnowledgeBaseOptions(InputSchema):
     id_column = NonEmptyString()
     preprocessing = fields.Nested(PreprocessingFields)
     embedding_model = fields.Nested(EmbeddingFields)
-    # Reranking is not run yet: false/null/absent only (a model given is refused, 422).
+    # false / null / absent (no reranking), or RerankingModel's object (checked by the service)
     reranking_model = fields.Raw(allow_none=True)
     storage = fields.Raw(allow_none=True)
     params = JsonObject(allow_none=True)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from flask import current_app
+from marshmallow import ValidationError
 from sqlalchemy import and_, delete, select
 
 from ..errors import BadRequest, NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
@@ -35,7 +36,9 @@ from ..kb.embeddings import (
     local_model,
 )
 from ..kb.index import Chunk, Filter, Hit, current_index, split_text
+from ..kb.reranking import EndpointReranker
 from ..rules.names import lookup_key, name_key, validate_name
+from ..schemas.knowledge_bases import RerankingModel
 from ..sql.errors import SqlError
 from ..store import KnowledgeBase, Project
 from . import access, audit
@@ -63,13 +66,10 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
         raise Unprocessable("storage: Quarry keeps knowledge bases in its own index file "
                             "(QUARRY_KB_DIR); no other vector store can be named yet",
                             title="Invalid knowledge base", errors={"storage": ["not supported"]})
-    if options.get("reranking_model"):
-        raise Unprocessable("reranking_model: reranking is not available yet; leave it out or "
-                            "give false", title="Invalid knowledge base",
-                            errors={"reranking_model": ["not supported"]})
     if existing is not None:
         raise NameTaken("Knowledge base", name, project.name)
     embedding, api_key = _embedding(options.get("embedding_model") or {})
+    reranking, reranking_key = _reranking(options.get("reranking_model"))
     chunking = (options.get("preprocessing") or {}).get(
         "text_chunking_config", {"chunk_size": 1000, "chunk_overlap": 200})
     if chunking["chunk_overlap"] >= chunking["chunk_size"]:
@@ -81,7 +81,8 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
         params={"content_columns": options.get("content_columns") or ["content"],
                 "metadata_columns": options.get("metadata_columns"),
                 "id_column": options.get("id_column") or "id", **chunking},
-        embedding=embedding, api_key=api_key)
+        embedding=embedding, api_key=api_key, reranking=reranking,
+        reranking_api_key=reranking_key)
     db.session.add(row)
     audit.record_change("knowledge_base", "create", f"{project.name}.{name}", None,
                         _settings(row))
@@ -105,27 +106,54 @@ def _embedding(given: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         raise Unprocessable("embedding_model: provider 'openai' needs model_name and base_url "
                             "(an OpenAI-compatible endpoint, e.g. http://host:11434/v1)",
                             title="Invalid embedding model")
-    _require_listed(base_url)
-    api_key = given.get("api_key")
-    if api_key:
-        keyring = current_keyring()
-        if keyring is None:
-            raise Unprocessable("embedding_model: an api_key is kept encrypted, but "
-                                "QUARRY_ENCRYPTION_KEY is not set (see the README)",
-                                title="Invalid embedding model")
-        api_key = keyring.encrypt(api_key)
+    _require_listed(base_url, "embedding_model")
     return {"provider": "openai", "model_name": model_name, "base_url": base_url}, \
-        api_key or None
+        _encrypted(given.get("api_key"), "embedding_model")
 
 
-def _require_listed(base_url: str) -> None:
+def _reranking(given: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The stored reranking settings (None: no reranking) and the encrypted key, or 422."""
+    if given is None or given is False:
+        return None, None
+    try:
+        settings = RerankingModel().load(given if isinstance(given, dict) else {"": given})
+    except ValidationError as exc:
+        raise Unprocessable("reranking_model: false, or an object {provider, model_name, "
+                            "base_url, api_key} naming a rerank endpoint",
+                            title="Invalid reranking model",
+                            errors={"reranking_model": exc.messages}) from None
+    base_url = settings["base_url"].rstrip("/")
+    _require_listed(base_url, "reranking_model")
+    model_name = settings.get("model_name") or settings.get("model")
+    if not model_name:
+        raise Unprocessable("reranking_model: model_name is missing",
+                            title="Invalid reranking model",
+                            errors={"reranking_model": {"model_name": ["missing"]}})
+    return {"provider": settings["provider"], "model_name": model_name,
+            "base_url": base_url}, _encrypted(settings.get("api_key"), "reranking_model")
+
+
+def _encrypted(api_key: str | None, field: str) -> str | None:
+    """An endpoint's key as the store keeps it: encrypted (422 when no key is set up)."""
+    if not api_key:
+        return None
+    keyring = current_keyring()
+    if keyring is None:
+        raise Unprocessable(f"{field}: an api_key is kept encrypted, but "
+                            "QUARRY_ENCRYPTION_KEY is not set (see the README)",
+                            title=f"Invalid {field.replace('_', ' ')}")
+    return keyring.encrypt(api_key)
+
+
+def _require_listed(base_url: str, field: str = "embedding_model") -> None:
     # The model endpoint the administrator set for agents (QUARRY_LLM_BASE_URL) is listed too.
     configured = [current_app.config["EMBEDDING_ENDPOINTS"] or "",
                   current_app.config["LLM_BASE_URL"] or ""]
     listed = [u.strip().rstrip("/") for text in configured for u in text.split(",")
               if u.strip()]
     if base_url not in listed:
-        raise Unprocessable(f"embedding_model: base_url {base_url} is not an embedding "
+        kind = "an embedding" if field == "embedding_model" else "a reranking"
+        raise Unprocessable(f"{field}: base_url {base_url} is not {kind} "
                             "endpoint the administrator listed (QUARRY_EMBEDDING_ENDPOINTS: "
                             f"{', '.join(listed) or 'none'})", title="Endpoint not allowed",
                             errors={"base_url": ["not listed"]})
@@ -322,19 +350,32 @@ def _embedder(row: KnowledgeBase) -> Any:
     if settings["provider"] == LOCAL_PROVIDER:
         return local_model()
     _require_listed(settings["base_url"])  # the list may have changed since the create
-    api_key = None
-    if row.api_key:
-        keyring = current_keyring()
-        try:
-            api_key = keyring.decrypt(row.api_key) if keyring is not None else None
-        except InvalidToken:
-            api_key = None
-        if api_key is None:
-            raise BadRequest("The embedding endpoint's key cannot be decrypted: "
-                             "QUARRY_ENCRYPTION_KEY lacks the key that encrypted it",
-                             title="Credentials unreadable")
-    return EndpointModel(settings["base_url"], settings["model_name"], api_key,
+    return EndpointModel(settings["base_url"], settings["model_name"],
+                         _decrypted(row.api_key, "embedding"),
                          current_app.config["EMBEDDING_TIMEOUT_S"])
+
+
+def _reranker(row: KnowledgeBase) -> EndpointReranker:
+    settings = row.reranking
+    _require_listed(settings["base_url"], "reranking_model")
+    return EndpointReranker(settings["base_url"], settings["model_name"],
+                            _decrypted(row.reranking_api_key, "reranking"),
+                            current_app.config["EMBEDDING_TIMEOUT_S"])
+
+
+def _decrypted(stored: str | None, kind: str) -> str | None:
+    if not stored:
+        return None
+    keyring = current_keyring()
+    try:
+        api_key = keyring.decrypt(stored) if keyring is not None else None
+    except InvalidToken:
+        api_key = None
+    if api_key is None:
+        raise BadRequest(f"The {kind} endpoint's key cannot be decrypted: "
+                         "QUARRY_ENCRYPTION_KEY lacks the key that encrypted it",
+                         title="Credentials unreadable")
+    return api_key
 
 
 def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) -> int:
@@ -352,28 +393,57 @@ def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) ->
 
 def search(project_name: str, name: str, *, content: str | None,
            filters: Sequence[Filter] = (), min_relevance: float | None = None,
-           alpha: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+           alpha: float | None = None, limit: int | None = None,
+           reranking: bool | None = None) -> list[dict[str, Any]]:
     """The chunks best matching ``content`` (by meaning; with ``alpha``, fused with the
-    words' BM25 ranking), or without it, the chunks the filters keep."""
+    words' BM25 ranking; then reranked when the knowledge base has a reranking model and
+    ``reranking`` is not False), or without it, the chunks the filters keep."""
     project, row = _require(project_name, name, "read")
     filters = _checked(row, filters)
+    if reranking and row.reranking is None:
+        raise Unprocessable(f"Knowledge base {project.name}.{row.name} has no "
+                            "reranking_model: leave reranking out or write reranking = false",
+                            title="No reranking model")
     index = current_index()
     if limit == 0:
         return []
     if content is None:
-        hits = index.listing(row.uid, filters, limit)
+        answer = [_hit(hit) for hit in index.listing(row.uid, filters, limit)]
     else:
         try:
             vector = _embedder(row).embed([content])[0]
         except EmbeddingError as exc:
             raise Unprocessable(exc.message, title="Embedding failed") from None
-        hits = index.search(row.uid, vector, content, filters,
-                            limit=DEFAULT_LIMIT if limit is None else limit, alpha=alpha)
-    answer = [_hit(hit) for hit in hits]
+        wanted = DEFAULT_LIMIT if limit is None else limit
+        rerank = row.reranking is not None and reranking is not False
+        hits = index.search(row.uid, vector, content, filters, alpha=alpha,
+                            limit=_rerank_depth(wanted) if rerank else wanted)
+        answer = [_hit(hit) for hit in hits]
+        if rerank:
+            answer = _reranked(row, content, answer)[:wanted]
     if min_relevance is not None:
         answer = [h for h in answer if h["relevance"] is not None
                   and h["relevance"] >= min_relevance]
     return answer
+
+
+def _rerank_depth(limit: int) -> int:
+    """How many of the search's best chunks the reranker scores: four times the answer, at
+    least 40, at most 200 (unless the answer itself is longer)."""
+    return max(limit, min(max(4 * limit, 40), 200))
+
+
+def _reranked(row: KnowledgeBase, content: str, hits: list[dict[str, Any]]
+              ) -> list[dict[str, Any]]:
+    """``hits`` ordered by the reranking model's scores, which become their relevance (the
+    distance stays the vector search's)."""
+    try:
+        scores = _reranker(row).scores(content, [h["chunk_content"] for h in hits])
+    except EmbeddingError as exc:
+        raise Unprocessable(exc.message, title="Reranking failed") from None
+    for hit, score in zip(hits, scores, strict=True):
+        hit["relevance"] = score
+    return sorted(hits, key=lambda h: -h["relevance"])
 
 
 def _hit(hit: Hit) -> dict[str, Any]:
@@ -427,7 +497,8 @@ def _require(project_name: str, name: str, need: str) -> tuple[Project, Knowledg
 
 
 def _settings(row: KnowledgeBase) -> dict[str, Any]:
-    return {"params": row.params, "embedding_model": row.embedding}
+    return {"params": row.params, "embedding_model": row.embedding,
+            "reranking_model": row.reranking}
 
 
 def _entry(row: KnowledgeBase, project: Project,
@@ -436,7 +507,8 @@ def _entry(row: KnowledgeBase, project: Project,
         current_index().counts([row.uid])[row.uid]
     params = row.params
     return {"name": row.name, "project": project.name, "embedding_model": row.embedding,
-            "reranking_model": None, "vector_database": None, "vector_database_table": None,
+            "reranking_model": row.reranking, "vector_database": None,
+            "vector_database_table": None,
             "content_columns": params["content_columns"],
             "metadata_columns": params["metadata_columns"], "id_column": params["id_column"],
             "params": {"preprocessing": {"text_chunking_config": {

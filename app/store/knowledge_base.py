@@ -23,3 +23,6 @@ class KnowledgeBase(InProject, db.Model):
     # provider, model_name, base_url (the key is apart, encrypted)
     embedding: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     api_key: Mapped[str | None] = mapped_column(Text)
+    # A rerank endpoint's provider, model_name, base_url (None: no reranking); its key apart
+    reranking: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    reranking_api_key: Mapped[str | None] = mapped_column(Text)

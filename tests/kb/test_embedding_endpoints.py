@@ -6,8 +6,6 @@ kept. The endpoint is a real HTTP server in the test, speaking /v1/embeddings.""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from cryptography.fernet import Fernet
@@ -15,6 +13,8 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.store import KnowledgeBase
+
+from .scripted import endpoint_pair
 
 KEY = "sk-very-secret"
 
@@ -24,40 +24,19 @@ def _letters(text: str) -> list[float]:
     return [float(text.lower().count(chr(97 + i))) + 0.01 for i in range(26)]
 
 
-class _Endpoint(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 - the name http.server calls
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.calls.append((self.path, self.headers.get("Authorization"), body))
-        if any("boom" in text for text in body["input"]):
-            self.send_response(500)
-            self.end_headers()
-            return
-        answer = json.dumps({"object": "list", "model": body["model"], "data": [
-            {"object": "embedding", "index": i, "embedding": _letters(text)}
-            for i, text in enumerate(body["input"])]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args):
-        pass
+def _embeddings(body: dict) -> tuple[int, dict | None]:
+    if any("boom" in text for text in body["input"]):
+        return 500, None
+    return 200, {"object": "list", "model": body["model"], "data": [
+        {"object": "embedding", "index": i, "embedding": _letters(text)}
+        for i, text in enumerate(body["input"])]}
 
 
 @pytest.fixture(scope="module")
 def endpoints():
     """Two servers: the first is listed, the second is not."""
-    servers = []
-    for _ in range(2):
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)
-        server.calls = []
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-    yield [f"http://127.0.0.1:{s.server_address[1]}/v1" for s in servers], servers
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with endpoint_pair(_embeddings) as pair:
+        yield pair
 
 
 def run(client, query: str) -> dict:

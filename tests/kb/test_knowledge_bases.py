@@ -296,6 +296,12 @@ def test_outsiders_neither_list_nor_search(make_auth_app, tmp_path):  # noqa: F8
     assert listed.status_code == 404
     body = as_user("bob", "SELECT * FROM secret.kb WHERE content = 'launch'")
     assert body["type"] == "error" and "May" not in str(body), body
+    # Joined in a statement over several tables, it is searched with the caller's rights.
+    joined = ("SELECT a.id, b.chunk_content FROM secret.kb a JOIN secret.kb b ON a.id = b.id "
+              "WHERE a.content = 'launch'")
+    assert as_user("alice", joined)["data"] == [["1", "the launch date is May"]]
+    body = as_user("bob", joined)
+    assert body["type"] == "error" and "May" not in str(body), body
     body = as_user("bob", "INSERT INTO secret.kb (id, content) VALUES (2, 'x')")
     assert body["type"] == "error", body
     audit = as_user("root", "SELECT action, target, after FROM quarry.audit WHERE kind = "

@@ -20,7 +20,7 @@ from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from app import create_app
 from app.config import load_settings
@@ -149,15 +149,70 @@ def _error(result) -> str:
     return result.content[0].text
 
 
-def test_the_official_client_connects_and_lists_the_tools(server):
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_official_client_connects_and_lists_the_tools(server, mode):
     async def run():
-        async with _client(server, "bob") as client:
+        async with _client(server, "bob", mode=mode) as client:
             names = [t.name for t in (await client.list_tools()).tools]
             return client.session.protocol_version, names  # noqa: B023
     version, names = asyncio.run(run())
-    assert version in HANDSHAKE_PROTOCOL_VERSIONS  # auto mode fell back to the handshake
+    if mode == "auto":  # the server/discover probe is answered: the stateless revision
+        assert version == MODERN_PROTOCOL_VERSIONS[-1] == "2026-07-28"
+    else:
+        assert version in HANDSHAKE_PROTOCOL_VERSIONS
     assert names == ["list_databases", "query", "list_tables", "describe_model",
                      "search_knowledge_base", "predict"]
+
+
+def _modern(server, body: dict, headers: dict | None = None, version: str = "2026-07-28"):
+    """POST one stateless-era request as the wire has it: revision and capabilities in
+    _meta, the routing headers beside them."""
+    params = body.setdefault("params", {})
+    params.setdefault("_meta", {"io.modelcontextprotocol/protocolVersion": version,
+                                "io.modelcontextprotocol/clientCapabilities": {}})
+    sent = {"X-Api-Key": server["tokens"]["bob"], "MCP-Protocol-Version": version,
+            "Mcp-Method": body["method"], **(headers or {})}
+    if body["method"] == "tools/call":
+        sent.setdefault("Mcp-Name", params["name"])
+    return requests.post(server["url"] + "/mcp", headers=sent, timeout=30,
+                         json={"jsonrpc": "2.0", "id": 5, **body})
+
+
+def test_the_stateless_revision_on_the_wire(server):
+    discovered = _modern(server, {"method": "server/discover"})
+    assert discovered.status_code == 200, discovered.text
+    result = discovered.json()["result"]
+    assert result["supportedVersions"] == [*HANDSHAKE_PROTOCOL_VERSIONS, "2026-07-28"]
+    assert result["capabilities"]["tools"] == {"listChanged": False}
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "quarry"
+    # No handshake: a tool is called straight away, the request signed in on its own.
+    found = _modern(server, {"method": "tools/call", "params": {
+        "name": "search_knowledge_base",
+        "arguments": {"knowledge_base": "handbook", "text": "opening hours", "limit": 1}}})
+    called = found.json()["result"]
+    assert called["resultType"] == "complete" and called.get("isError") is not True
+    assert called["structuredContent"]["rows"][0][0] == "2"
+    # The envelope is checked: headers that disagree with the body, a missing _meta, a
+    # revision not served (its answer lists every one served), a removed method.
+    mismatch = _modern(server, {"method": "tools/list"}, {"Mcp-Method": "tools/call"})
+    assert mismatch.status_code == 400 and mismatch.json()["error"]["code"] == -32020
+    renamed = _modern(server, {"method": "tools/call", "params": {
+        "name": "query", "arguments": {"query": "SELECT 1"}}}, {"Mcp-Name": "predict"})
+    assert renamed.status_code == 400 and renamed.json()["error"]["code"] == -32020
+    bare = requests.post(server["url"] + "/mcp", timeout=10, headers={
+        "X-Api-Key": server["tokens"]["bob"], "Mcp-Method": "server/discover"},
+        json={"jsonrpc": "2.0", "id": 1, "method": "server/discover"})
+    assert bare.status_code == 400 and bare.json()["error"]["code"] == -32602
+    future = _modern(server, {"method": "tools/list"}, version="2099-01-01")
+    assert future.status_code == 400 and future.json()["error"]["code"] == -32022
+    assert future.json()["error"]["data"]["supported"] == \
+        [*HANDSHAKE_PROTOCOL_VERSIONS, "2026-07-28"]
+    for removed in ("initialize", "ping"):
+        gone = _modern(server, {"method": removed})
+        assert gone.status_code == 404 and gone.json()["error"]["code"] == -32601
+    nope = _modern(server, {"method": "tools/call", "params": {"name": "nope"}})
+    assert nope.json()["result"]["isError"] is True
 
 
 @pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
@@ -223,7 +278,9 @@ def test_without_credentials_401(server):
 
 
 def test_each_tool_as_a_member(server):
-    results = asyncio.run(_calls(server, "bob", [
+    # The official client's default mode: the stateless revision (the handshake era runs
+    # the same tools: test_the_official_client_connects_and_lists_the_tools, and below).
+    results = asyncio.run(_calls(server, "bob", mode="2026-07-28", calls=[
         ("list_databases", {}),
         ("list_tables", {"database": "pg"}),
         ("query", {"query": "SELECT id, item, amount FROM orders WHERE id <= 3 ORDER BY id",
@@ -236,6 +293,10 @@ def test_each_tool_as_a_member(server):
                                    "hybrid_search_alpha": 0.5}),
         ("search_knowledge_base", {"knowledge_base": "nowhere", "text": "x"}),
         ("search_knowledge_base", {"knowledge_base": "handbook", "text": "x", "limit": 0}),
+        ("search_knowledge_base", {"knowledge_base": "handbook", "text": "x",
+                                   "reranking": True}),
+        ("search_knowledge_base", {"knowledge_base": "handbook", "text": "opening hours",
+                                   "reranking": False, "limit": 1}),
     ]))
     databases = _table(results[0])
     assert databases["columns"] == ["Database"]  # SHOW DATABASES, as MindsDB answers it
@@ -257,6 +318,8 @@ def test_each_tool_as_a_member(server):
     found = _table(results[6])
     assert found["rows"][0][:2] == ["2", "2:1of1:0to41"] and len(found["rows"]) == 2
     assert "nowhere" in _error(results[7]) and "limit" in _error(results[8])
+    assert "no reranking_model" in _error(results[9])
+    assert _table(results[10])["rows"] == found["rows"][:1]
 
 
 def test_errors_are_tool_errors_with_the_sql_endpoints_message(server):
@@ -265,7 +328,7 @@ def test_errors_are_tool_errors_with_the_sql_endpoints_message(server):
                              headers={"X-Api-Key": server["tokens"]["bob"]},
                              json={"query": statement, "context": {"db": "pg"}}).json()
     assert endpoint["type"] == "error"
-    results = asyncio.run(_calls(server, "bob", [
+    results = asyncio.run(_calls(server, "bob", mode="legacy", calls=[  # the handshake era
         ("query", {"query": statement, "context": {"db": "pg"}}),
         ("query", {"query": f"SELECT * FROM maria.{MARIA_TABLE}"}),
         ("list_tables", {"database": "maria"}),

@@ -1,0 +1,171 @@
+"""A knowledge base as a table in a statement over several sources (issue 31): its search,
+with the conditions written on it, becomes a table of hits that the federation engine
+joins to PostgreSQL's and MariaDB's tables. Each answer is checked against the same join
+computed here from the rows the sources hold (conftest.py) and the search alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from decimal import Decimal
+
+import pytest
+
+from app import create_app
+
+from ..conftest import _dispose
+from ..helpers import sql_runner
+from .conftest import CUSTOMERS, ORDERS
+
+# One note per customer (its id), with a team as metadata.
+NOTES = {
+    1: ("The printer jams whenever the paper is damp.", "hardware"),
+    2: ("Asked how to reset a forgotten password.", "accounts"),
+    3: ("Wants the invoices sent as PDF files each month.", "billing"),
+    4: ("Paper keeps getting stuck in the office printer tray.", "hardware"),
+    5: ("Requested a refund to the card used for the purchase.", "billing"),
+    6: ("Cannot sign in after changing the login password.", "accounts"),
+}
+NAMES = {c[0]: c[1] for c in CUSTOMERS}
+
+
+@pytest.fixture(scope="module")
+def query(fed_sources, sqlite_template, session_dir, tmp_path_factory):
+    store = os.path.join(session_dir, "kb-join-store.db")
+    shutil.copy(sqlite_template, store)
+    app = create_app({"DATABASE_URL": f"sqlite:///{store}", "INSTANCE_PATH": session_dir,
+                      "TESTING": True, "DATA_SOURCES": fed_sources, "SQL_TIMEOUT_S": 10.0,
+                      "KB_DIR": str(tmp_path_factory.mktemp("kbjoin")),
+                      "FEDERATION_MEMORY": 64 * 1024 * 1024})
+    run = sql_runner(app.test_client())
+    assert run("CREATE KNOWLEDGE_BASE mindsdb.notes USING metadata_columns = ['team']"
+               )["type"] == "ok"
+    values = ", ".join(f"({i}, '{text}', '{team}')" for i, (text, team) in NOTES.items())
+    assert run(f"INSERT INTO mindsdb.notes (id, content, team) VALUES {values}"
+               )["type"] == "ok"
+    yield run
+    _dispose(app)
+
+
+def _table(body: dict) -> list[dict]:
+    assert body["type"] == "table", body
+    return [dict(zip(body["column_names"], row, strict=True)) for row in body["data"]]
+
+
+def _search(query, text: str, extra: str = "") -> list[dict]:
+    return _table(query(f"SELECT id, relevance FROM mindsdb.notes WHERE content = '{text}'"
+                        f"{extra}"))
+
+
+def test_a_search_joins_a_mariadb_table_by_id(query):
+    hits = _search(query, "paper stuck in the printer", " LIMIT 2")
+    body = query("SELECT c.name, kb.id, kb.chunk_content, kb.relevance FROM maria.customers c "
+                 "JOIN mindsdb.notes kb ON kb.id = c.id WHERE kb.content = 'paper stuck in "
+                 "the printer' ORDER BY kb.relevance DESC LIMIT 2")
+    found = _table(body)
+    assert body["column_names"] == ["name", "id", "chunk_content", "relevance"]
+    assert [r["id"] for r in found] == [h["id"] for h in hits]
+    assert {r["id"] for r in found} == {"1", "4"}  # the two printer notes
+    for row in found:
+        assert row["name"] == NAMES[int(row["id"])]
+        assert row["chunk_content"] == NOTES[int(row["id"])][0]
+        assert row["relevance"] == pytest.approx(
+            next(h["relevance"] for h in hits if h["id"] == row["id"]))
+
+
+def test_three_sources_with_metadata_and_relevance_on_the_knowledge_base(query):
+    # The billing notes (metadata filter), joined to MariaDB's customers and PostgreSQL's
+    # orders, aggregated in the engine.
+    hits = _search(query, "money back or invoices", " AND team = 'billing'")
+    assert {h["id"] for h in hits} == {"3", "5"}
+    body = query("SELECT c.name AS name, count(*) AS orders, sum(o.amount) AS total "
+                 "FROM mindsdb.notes AS kb JOIN maria.customers AS c ON c.id = kb.id "
+                 "JOIN pg.orders AS o ON o.customer_id = c.id "
+                 "WHERE kb.content = 'money back or invoices' AND kb.team = 'billing' "
+                 "GROUP BY c.name ORDER BY c.name")
+    expected = {}
+    for order in ORDERS:
+        if order[1] in (3, 5):
+            n, total = expected.get(NAMES[order[1]], (0, Decimal(0)))
+            expected[NAMES[order[1]]] = (n + 1, total + Decimal(order[2]))
+    assert [(r["name"], r["orders"], Decimal(str(r["total"]))) for r in _table(body)] == \
+        sorted((name, n, total) for name, (n, total) in expected.items())
+    # A relevance floor is the search's: fewer hits, fewer rows.
+    best = hits[0]
+    floor = (best["relevance"] + hits[1]["relevance"]) / 2
+    narrow = _table(query(
+        "SELECT kb.id FROM pg.orders o JOIN mindsdb.notes kb ON kb.id = o.customer_id "
+        f"WHERE kb.content = 'money back or invoices' AND kb.relevance >= {floor} "
+        "AND kb.team = 'billing' AND o.id <= 20"))
+    assert {r["id"] for r in narrow} == {best["id"]}
+    assert len(narrow) == sum(1 for o in ORDERS if o[0] <= 20 and str(o[1]) == best["id"])
+
+
+def test_a_listing_without_content_and_a_left_join(query):
+    # No content: every chunk the filters keep; a LEFT JOIN keeps customers without a note.
+    body = query("SELECT c.id AS cid, kb.id AS kid FROM maria.customers c LEFT JOIN "
+                 "mindsdb.notes kb ON kb.id = c.id AND kb.team = 'accounts' ORDER BY c.id")
+    accounts = {i for i, (_, team) in NOTES.items() if team == "accounts"}
+    assert [(r["cid"], r["kid"]) for r in _table(body)] == \
+        [(c[0], str(c[0]) if c[0] in accounts else None) for c in CUSTOMERS]
+    # The metadata object is JSON text in the engine.
+    meta = _table(query("SELECT json_extract_string(kb.metadata, '$.team') AS team, c.name "
+                        "FROM mindsdb.notes kb JOIN maria.customers c ON c.id = kb.id "
+                        "WHERE kb.id = 2"))
+    assert meta == [{"team": "accounts", "name": NAMES[2]}]
+
+
+def test_stars_subqueries_and_hostile_text(query):
+    body = query("SELECT c.*, kb.chunk_content FROM maria.customers c JOIN mindsdb.notes kb "
+                 "ON kb.id = c.id WHERE kb.content = 'forgot my password' AND c.id < 6")
+    assert body["column_names"] == ["id", "name", "country", "joined", "score",
+                                    "chunk_content"]
+    hits = _search(query, "forgot my password")
+    assert sorted(r["id"] for r in _table(body)) == sorted(int(h["id"]) for h in hits
+                                                           if int(h["id"]) < 6)
+    inner = _table(query(
+        "SELECT s.name FROM (SELECT c.name, kb.relevance FROM mindsdb.notes kb JOIN "
+        "maria.customers c ON c.id = kb.id WHERE kb.content = 'password' "
+        "AND kb.team = 'accounts') AS s ORDER BY s.relevance DESC"))
+    assert sorted(r["name"] for r in inner) == sorted([NAMES[2], NAMES[6]])
+    cte = _table(query(
+        "WITH h AS (SELECT id FROM mindsdb.notes WHERE content = 'printer' AND team = "
+        "'hardware') SELECT c.name FROM maria.customers c JOIN h ON h.id = c.id"))
+    assert sorted(r["name"] for r in cte) == sorted([NAMES[1], NAMES[4]])
+    # A subquery of the WHERE: the data source's table filtered by the search's ids (text,
+    # as in a search's answer: IN compares only values of one type).
+    chosen = _table(query(
+        "SELECT c.name FROM maria.customers c WHERE c.id IN (SELECT CAST(id AS INTEGER) "
+        "FROM mindsdb.notes WHERE content = 'refund or invoice' AND team = 'billing') "
+        "ORDER BY c.name"))
+    assert [r["name"] for r in chosen] == sorted([NAMES[3], NAMES[5]])
+    # Quotes, a comment marker and unicode in the search text stay text.
+    hostile = "it''s -- 🌍 /* printer */ ; DROP TABLE x"
+    hits = _search(query, hostile)
+    order = next(o for o in ORDERS if o[1] in NOTES)
+    joined = _table(query(f"SELECT kb.id FROM mindsdb.notes kb JOIN pg.orders o "
+                          f"ON o.customer_id = kb.id WHERE kb.content = '{hostile}' "
+                          f"AND o.id = {order[0]}"))
+    assert len(hits) == len(NOTES)
+    assert [r["id"] for r in joined] == [str(order[1])]
+
+
+def test_bad_conditions_on_the_knowledge_base_are_clear_errors(query):
+    for sql, words in [
+        ("SELECT * FROM maria.customers c JOIN mindsdb.notes kb ON kb.id = c.id "
+         "WHERE kb.content LIKE 'x%'", ["content = 'text'"]),
+        ("SELECT * FROM maria.customers c JOIN mindsdb.notes kb ON kb.id = c.id "
+         "WHERE kb.content = c.name", ["column <op> constant"]),
+        ("SELECT * FROM maria.customers c JOIN mindsdb.notes kb ON kb.id = c.id "
+         "WHERE kb.colour = 'red'", ["colour"]),
+        ("SELECT * FROM maria.customers c JOIN mindsdb.notes kb ON kb.id = c.id "
+         "WHERE kb.relevance >= 0.5", ["content"]),
+        ("SELECT * FROM maria.customers c JOIN mindsdb.notes kb ON kb.id = c.nowhere "
+         "WHERE kb.content = 'x'", ["nowhere"]),
+        ("SELECT * FROM maria.customers c JOIN mindsdb.nothing kb ON kb.id = c.id",
+         ["nothing"]),
+    ]:
+        body = query(sql)
+        assert body["type"] == "error", (sql, body)
+        for word in words:
+            assert word in body["error_message"], (sql, body)
