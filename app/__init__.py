@@ -26,6 +26,7 @@ from .federation.engine import init_engine
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .mcp.completions import init_completions
+from .mindsdb.runs import init_jobs, start_jobs
 from .ops import init_ops
 from .security import init_auth
 from .services.audit import init_audit
@@ -112,6 +113,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
         init_celery(app)
     init_queries(app)
+    init_jobs(app)  # the jobs' scheduler: started by a first request or after_fork
     init_engine(app)  # the federation engine; its DuckDB opens with the first such statement
     init_audit(app)
     init_completions(app)
@@ -229,3 +231,4 @@ def after_fork(app: Flask) -> None:
         db.engine.dispose(close=False)
     limit_arenas(2)
     remove_stale_parts(app)
+    start_jobs(app)

@@ -31,12 +31,14 @@ from mindsdb_sql_parser.ast.mindsdb import (
     AlterView,
     CreateAgent,
     CreateDatabase,
+    CreateJob,
     CreateKnowledgeBase,
     CreateKnowledgeBaseIndex,
     CreatePredictor,
     CreateSkill,
     CreateView,
     DropAgent,
+    DropJob,
     DropKnowledgeBase,
     DropKnowledgeBaseIndex,
     DropPredictor,
@@ -58,6 +60,7 @@ from . import (
     agent_answers,
     databases,
     grants,
+    jobs,
     knowledge_bases,
     predictions,
     statements,
@@ -98,6 +101,8 @@ _HANDLERS = {
     CreateKnowledgeBaseIndex: knowledge_bases.refuse,
     DropKnowledgeBaseIndex: knowledge_bases.refuse,
     EvaluateKnowledgeBase: knowledge_bases.refuse,
+    CreateJob: jobs.create,
+    DropJob: jobs.drop,
     # INSERT INTO / DELETE FROM a knowledge base; any other table: None, the data path
     Insert: knowledge_bases.insert,
     Delete: knowledge_bases.delete,
@@ -133,7 +138,7 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
 _OWN_FIRST = {"SHOW", "DESCRIBE", "DESC", "RETRAIN", "FINETUNE", "EVALUATE", "USE"}
 _OWN_VERBS = {"CREATE", "DROP", "ALTER", "UPDATE"}
 _OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT", "VIEW",
-                "KNOWLEDGE_BASE"}
+                "KNOWLEDGE_BASE", "JOB"}
 
 
 def _parse(query: str) -> Any | None:
@@ -163,12 +168,17 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         return _info_schema(statement, parts[-1], alias, ctx)
     if len(parts) == 2 and [p.lower() for p in parts] == list(AUDIT_TABLE):
         return statements.select_table(statement, tables.audit_table(alias), ctx)
+    if jobs.is_log_history(parts, ctx):
+        with service_errors():
+            relation = tables.jobs_history_table(None, alias or "jobs_history")
+        return statements.select_table(statement, relation, ctx)
     found = _project_object(parts, ctx)
     if found is None:
         return None
     project, name = found
     if name.lower() in PROJECT_TABLES:
-        relation = tables.project_table(project, name, alias)
+        with service_errors():
+            relation = tables.project_table(project, name, alias)
         return statements.select_table(statement, relation, ctx)
     if name.lower() == "knowledge_bases" and not kb_service.is_knowledge_base(project, name):
         relation = tables.knowledge_bases_table([project], alias or "knowledge_bases")
