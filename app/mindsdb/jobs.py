@@ -38,10 +38,12 @@ from mindsdb_sql_parser.ast.mindsdb import (
     FinetunePredictor,
     RetrainPredictor,
 )
+from mindsdb_sql_parser.ast.select.constant import Last
 from mindsdb_sql_parser.lexer import MindsDBLexer
 from sly.lex import LexError
 
 from ..errors import NameTaken, Unprocessable
+from ..federation.route import route
 from ..services import access
 from ..services import jobs as job_service
 from ..services import knowledge_bases as kb_service
@@ -50,7 +52,7 @@ from ..services import projects as project_service
 from ..sql.errors import SqlError
 from .context import Context, qualified
 from .errors import if_clause, service_errors
-from .parser import NotParsed, parse_mindsdb, parse_sql_cached
+from .parser import NotParsed, mindsdb_leading_tokens, parse_mindsdb, parse_sql_cached
 from .statements import ok_body
 
 Body = dict[str, Any]
@@ -156,6 +158,22 @@ def _parse(text: str) -> Any:
         raise _refusal(text, "the statement cannot be read") from None
 
 
+def _parse_or_read(text: str, ctx: Context) -> Any | None:
+    """The MindsDB tree of ``text``; None for a SELECT the MindsDB parser cannot read but
+    the data path takes (a source's own dialect: WITH RECURSIVE …), checked by its gate."""
+    try:
+        return parse_sql_cached(text)
+    except NotParsed:
+        pass
+    if mindsdb_leading_tokens(text, 1) in (["SELECT"], ["WITH"], ["LPAREN"]):
+        try:
+            route(text, ctx.registry, ctx.db)
+        except SqlError as exc:
+            raise _refusal(text, exc.message) from None
+        return None
+    return _parse(text)
+
+
 def _refusal(text: str, why: str) -> Unprocessable:
     shown = " ".join(text.split())
     shown = shown if len(shown) <= 120 else shown[:117] + "..."
@@ -167,7 +185,9 @@ def _refusal(text: str, why: str) -> Unprocessable:
 def check_statement(text: str, ctx: Context) -> Any:
     """The parsed statement when a job may run it and the caller could (Unprocessable, or
     the service's error, otherwise)."""
-    tree = _parse(text)
+    tree = _parse_or_read(text, ctx)
+    if tree is None:
+        return None  # a read in a data source's own dialect, which the data path takes
     if isinstance(tree, RetrainPredictor | FinetunePredictor):
         project, model = ctx.split([str(p) for p in tree.name.parts], "model")
         project_service.get_project(project, "write")
@@ -259,8 +279,7 @@ class LastTerm:
 
 
 def _is_last(node: Any) -> bool:
-    return isinstance(node, Identifier) and len(node.parts) == 1 \
-        and str(node.parts[0]).lower() == "last"
+    return isinstance(node, Last)
 
 
 def last_terms(select: Select) -> list[LastTerm]:

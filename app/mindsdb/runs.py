@@ -35,7 +35,7 @@ from ..telemetry import current_metrics
 from .context import Context
 from .dispatch import execute_sql
 from .jobs import all_last_terms, check_statement, split_statements, stored, with_times
-from .parser import parse_sql_cached
+from .parser import NotParsed, parse_sql_cached
 
 log = logging.getLogger(__name__)
 EXTENSION_KEY = "quarry.jobs"
@@ -184,7 +184,10 @@ def _reading_new_rows(text: str, plan: job_service.RunPlan,
     """The statement with each ``column > LAST`` made ``column > <last run's largest>
     AND column <= <largest now>`` (the first run: ``column <= <largest now>``), so that a
     row is read by exactly one run even while rows arrive; the largest values kept."""
-    tree = parse_sql_cached(text)  # a fresh copy: rewritten here
+    try:
+        tree = parse_sql_cached(text)  # a fresh copy: rewritten here
+    except NotParsed:
+        return text  # a read in a source's own dialect: no LAST there
     terms = all_last_terms(tree)
     if not terms:
         return text

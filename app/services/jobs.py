@@ -101,12 +101,12 @@ def schedule_of(start: Any, end: Any, every: str | None, now: datetime | None = 
     now = now or utcnow()
     start_at = parse_time(start, "start_at") or now.replace(microsecond=0)
     end_at = parse_time(end, "end_at")
-    if end_at is not None and start_at > end_at:
-        raise _invalid(f"START {start_at:{TIME_FORMAT}} is after END {end_at:{TIME_FORMAT}}: "
-                       "the job would never run", "end_at")
     if end_at is not None and end_at < now:
         raise _invalid(f"END {end_at:{TIME_FORMAT}} is in the past: the job would never run",
                        "end_at")
+    if end_at is not None and start_at > end_at:
+        raise _invalid(f"START {start_at:{TIME_FORMAT}} is after END {end_at:{TIME_FORMAT}}: "
+                       "the job would never run", "end_at")
     every_n, unit = parse_every(every)
     return Schedule(start_at, end_at, every_n, unit)
 
