@@ -46,12 +46,12 @@ from ..errors import NameTaken, Unprocessable
 from ..federation.route import route
 from ..services import access
 from ..services import jobs as job_service
-from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
 from ..services import projects as project_service
 from ..sql.errors import SqlError
 from .context import Context, qualified
 from .errors import if_clause, service_errors
+from .knowledge_bases import target_knowledge_base
 from .parser import NotParsed, mindsdb_leading_tokens, parse_mindsdb, parse_sql_cached
 from .statements import ok_body
 
@@ -193,7 +193,7 @@ def check_statement(text: str, ctx: Context) -> Any:
         project_service.get_project(project, "write")
         model_service.get_model(project, model)
     elif isinstance(tree, Insert):
-        target = _knowledge_base(tree.table, ctx)
+        target = target_knowledge_base(tree, ctx)
         if target is None:
             raise _refusal(text, f"it writes to '{tree.table.to_string()}', which is not a "
                            "knowledge base: a job never writes to a data source")
@@ -212,18 +212,6 @@ def check_statement(text: str, ctx: Context) -> Any:
     else:
         raise _refusal(text, f"a job runs {_ALLOWED}")
     return tree
-
-
-def _knowledge_base(table: Identifier, ctx: Context) -> tuple[str, str] | None:
-    parts = [str(p) for p in table.parts]
-    if len(parts) == 1:
-        parts = [ctx.db, parts[0]]
-    if len(parts) != 2:
-        return None
-    project = ctx.find_project(parts[0])
-    if project is None or not kb_service.is_knowledge_base(project, parts[1]):
-        return None
-    return project, parts[1]
 
 
 def _nodes(node: Any) -> Iterator[Any]:
