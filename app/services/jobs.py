@@ -9,7 +9,8 @@
   that process runs (or queues) the slot. The same transaction moves the job's next slot
   past now, so slots missed while nothing ran (downtime) are run once, not once each;
 - a job whose run has not ended gets no new run (no overlap with itself); a run left
-  unfinished by a process that died is marked error after JOBS_RUN_STALE_S;
+  unfinished by a process that died is marked error (at once on the same host, where its
+  pid tells; after JOBS_RUN_STALE_S from another host);
 - what a statement may be, and the creator's rights, are checked by the SQL adapter
   (``app/mindsdb/jobs.py``), which parses statements; this module keeps the rules of the
   records: names, times, slots, claims and outcomes.
@@ -35,6 +36,7 @@ from ..store.types import utcnow
 from . import access, audit
 from .common import commit, delete_or_gone
 from .projects import get_project
+from .trainer import trainer_alive
 
 # The units of EVERY, each with its length (a month is counted on the calendar).
 UNITS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1),
@@ -255,27 +257,27 @@ def claim_due(runner: str, queued: bool, now: datetime | None = None) -> list[Cl
     ``queued``: the runs wait for a Celery worker (outcome ``queued``) instead of starting
     in this process. Called without a caller (no rights are checked: nothing is shown)."""
     now = now or utcnow()
-    _end_stale(now)
     due = db.session.execute(
         select(Job.id, Job.next_run_at).where(Job.next_run_at <= now)
         .order_by(Job.next_run_at).limit(CLAIMS_PER_LOOK)).all()
     db.session.rollback()  # end the read: each claim is a transaction of its own
     claimed = []
     for job_id, slot in due:
-        won = _claim(job_id, slot, runner, queued)
+        won = _claim(job_id, slot, runner, queued, now)
         if won is not None:
             claimed.append(won)
     return claimed
 
 
-def _claim(job_id: int, slot: datetime, runner: str, queued: bool) -> Claimed | None:
+def _claim(job_id: int, slot: datetime, runner: str, queued: bool,
+           now: datetime) -> Claimed | None:
     job = db.session.get(Job, job_id)
     if job is None or job.next_run_at != slot:
         db.session.rollback()
         return None  # dropped, or claimed and moved on by another process meanwhile
-    busy = db.session.scalar(select(JobRun.id).where(JobRun.job_id == job_id,
-                                                     JobRun.ended_at.is_(None)).limit(1))
-    if busy is not None:
+    busy = db.session.execute(select(JobRun).where(
+        JobRun.job_id == job_id, JobRun.ended_at.is_(None)).limit(1)).scalar()
+    if busy is not None and not _ended_stale(busy, now):
         db.session.rollback()
         return None  # its run is still going: the slot waits (no overlap with itself)
     started = utcnow()
@@ -297,15 +299,19 @@ def _claim(job_id: int, slot: datetime, runner: str, queued: bool) -> Claimed | 
     return Claimed(run_id, slot, started)
 
 
-def _end_stale(now: datetime) -> None:
+def _ended_stale(run: JobRun, now: datetime) -> bool:
+    """Mark a run error when the process running it is gone (on this host: its pid), or when
+    it has been unfinished for JOBS_RUN_STALE_S (a process on another host, a lost Celery
+    message): whether it was (then its job may run again)."""
     limit = now - timedelta(seconds=current_app.config["JOBS_RUN_STALE_S"])
-    ended = db.session.execute(
-        update(JobRun).where(JobRun.ended_at.is_(None), JobRun.started_at < limit)
+    dead = run.outcome == "running" and not trainer_alive(run.runner, now, now)
+    if run.started_at >= limit and not dead:
+        return False
+    return bool(db.session.execute(
+        update(JobRun).where(JobRun.id == run.id, JobRun.ended_at.is_(None))
         .values(ended_at=now, outcome="error",
                 error="The run did not finish: the process running it stopped (or it ran "
-                      "longer than QUARRY_JOBS_RUN_STALE_S)")).rowcount
-    if ended:
-        db.session.commit()
+                      "longer than QUARRY_JOBS_RUN_STALE_S)")).rowcount)
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,25 @@ def test_what_a_job_may_not_run_is_refused_when_it_is_created(make_app):
     assert client.get("/api/projects/mindsdb/jobs").get_json() == []
 
 
+def test_concurrent_creates_of_one_name_make_one_job(make_app):
+    app = make_app()
+    barrier = threading.Barrier(6)
+    answers: list[int] = []
+
+    def create(n: int) -> None:
+        client = app.test_client()
+        barrier.wait()
+        answers.append(client.post("/api/projects/mindsdb/jobs", json={"job": {
+            "name": "racer", "query": f"SELECT {n}", "schedule_str": "every day"}}).status_code)
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(answers) == [201, 409, 409, 409, 409, 409]
+    assert len(app.test_client().get("/api/projects/mindsdb/jobs").get_json()) == 1
+
+
 # --- the scheduler -------------------------------------------------------------------------------
 
 def test_a_due_job_runs_once_for_its_missed_slots_with_its_templates(make_app):
