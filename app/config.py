@@ -166,6 +166,9 @@ SETTINGS: list[Setting] = [
     Setting("JOBS_POLL_S", 2.0, float,
             "Seconds between two looks of the scheduler for due jobs; a slot starts within "
             "about this long of its time"),
+    Setting("JOBS_THREADS", 4, int,
+            "Jobs' runs at once per process without a Celery broker; a process claims no "
+            "more due slots than it has free threads (the other processes take the rest)"),
     Setting("JOBS_RUN_STALE_S", 3600.0, float,
             "A job's run still unfinished after this many seconds (its process died) is "
             "marked error, and the job runs again at its next slot"),

@@ -3,8 +3,8 @@
 Every web process may run a ``JobScheduler`` (QUARRY_JOBS_SCHEDULER): a thread that looks
 for due jobs every JOBS_POLL_S and claims their slots in the store (``services/jobs.py``:
 an insert that only one process can win). A won slot runs on this process's small pool of
-job threads or, when a Celery broker is set, is sent to a Celery worker as a task holding
-the run's id. It starts with the first request of a process, or when gunicorn forks the
+job threads (JOBS_THREADS) or, when a Celery broker is set, is sent to a Celery worker as a
+task holding the run's id. It starts with the first request of a process, or when gunicorn forks the
 worker (``after_fork``): never in the master, which forks it.
 
 A run executes each statement through ``execute_sql``, the one entry of POST
@@ -40,7 +40,6 @@ from .parser import NotParsed, parse_sql_cached
 log = logging.getLogger(__name__)
 EXTENSION_KEY = "quarry.jobs"
 RUN_JOB_TASK = "quarry.run_job"  # the Celery task's name (app/tasks.py)
-JOB_THREADS = 4  # runs of different jobs at once in one process
 
 
 class JobFailed(Exception):
@@ -59,6 +58,10 @@ class JobScheduler:
         self._pid: int | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()   # a job thread came free after a full look
+        self._threads = max(1, app.config["JOBS_THREADS"])
+        self._running = 0                # runs claimed here and not ended yet
+        self._full = False               # the last look filled every job thread
 
     def ensure_started(self) -> None:
         """Start this process's thread once (again in a forked child, whose parent's
@@ -69,7 +72,7 @@ class JobScheduler:
             if self._pid == os.getpid() or self._stop.is_set():
                 return
             self._pid = os.getpid()
-            self._pool = ThreadPoolExecutor(max_workers=JOB_THREADS,
+            self._pool = ThreadPoolExecutor(max_workers=self._threads,
                                             thread_name_prefix="quarry-job")
             self._thread = threading.Thread(target=self._loop, name="quarry-job-scheduler",
                                             daemon=True)
@@ -82,20 +85,37 @@ class JobScheduler:
                 self.look()
             except SQLAlchemyError:
                 log.warning("jobs: looking for due jobs failed", exc_info=True)
-            self._stop.wait(poll)
+            # Every JOBS_POLL_S; sooner when the last look took all the job threads could
+            # and one has come free (more slots may be due, which other processes left).
+            self._wake.wait(poll)
+            self._wake.clear()
 
     def look(self) -> int:
-        """Claim the due slots; run them here or send them to Celery. How many were won."""
+        """Claim due slots, run them here or send them to Celery; how many were won.
+
+        Without a broker a process claims no more slots than it has free job threads: the
+        other processes (which look at other moments) take the rest, so a slot shared by
+        many jobs starts on every worker at once instead of queueing behind one."""
         with self._app.app_context():
             try:
                 celery = self._app.extensions.get("quarry.celery")
-                claimed = job_service.claim_due(this_process(), queued=celery is not None)
+                with self._lock:
+                    free = self._threads - self._running
+                limit = None if celery is not None else free
+                if limit == 0:
+                    self._full = True
+                    return 0
+                claimed = job_service.claim_due(this_process(), queued=celery is not None,
+                                                limit=limit)
             finally:
                 db.session.remove()
+            self._full = limit is not None and len(claimed) >= limit
             for claim in claimed:
                 if celery is not None:
                     celery.send_task(RUN_JOB_TASK, args=[claim.run_id])
                 elif self._pool is not None and not self._stop.is_set():
+                    with self._lock:
+                        self._running += 1
                     self._pool.submit(self._run, claim.run_id)
         return len(claimed)
 
@@ -107,10 +127,15 @@ class JobScheduler:
                 log.exception("jobs: run %s could not be recorded", run_id)
             finally:
                 db.session.remove()
+                with self._lock:
+                    self._running -= 1
+                if self._full:
+                    self._wake.set()
 
     def shutdown(self) -> None:
         """Stop looking, and wait for the runs under way."""
         self._stop.set()
+        self._wake.set()
         thread, pool = self._thread, self._pool
         if thread is not None:
             thread.join(timeout=30)

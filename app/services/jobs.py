@@ -251,11 +251,13 @@ class Claimed:
     started_at: datetime
 
 
-def claim_due(runner: str, queued: bool, now: datetime | None = None) -> list[Claimed]:
+def claim_due(runner: str, queued: bool, now: datetime | None = None,
+              limit: int | None = None) -> list[Claimed]:
     """Claim the due slot of every due job that has no run under way; the claims won here.
 
     ``queued``: the runs wait for a Celery worker (outcome ``queued``) instead of starting
-    in this process. Called without a caller (no rights are checked: nothing is shown)."""
+    in this process; ``limit``: claim at most that many. Called without a caller (no rights
+    are checked: nothing is shown)."""
     now = now or utcnow()
     due = db.session.execute(
         select(Job.id, Job.next_run_at).where(Job.next_run_at <= now)
@@ -263,6 +265,8 @@ def claim_due(runner: str, queued: bool, now: datetime | None = None) -> list[Cl
     db.session.rollback()  # end the read: each claim is a transaction of its own
     claimed = []
     for job_id, slot in due:
+        if limit is not None and len(claimed) >= limit:
+            break
         won = _claim(job_id, slot, runner, queued, now)
         if won is not None:
             claimed.append(won)
