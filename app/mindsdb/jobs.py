@@ -2,7 +2,8 @@
 log.jobs_history; and what a job's statements may be.
 
 A job runs only what changes Quarry's own objects or reads (an allow-list): RETRAIN,
-FINETUNE, INSERT INTO a knowledge base, CREATE VIEW / ALTER VIEW, and SELECT. A write to a
+FINETUNE, INSERT INTO a knowledge base, CREATE VIEW / ALTER VIEW, CREATE [OR REPLACE] TABLE
+files.<name> (SELECT …) (a snapshot of a query as a file), and SELECT. A write to a
 data source, or any other statement, is refused when the job is created, naming the
 statement. Each statement is checked with the creator's rights when the job is created
 (the objects it names exist and the creator may change them; the databases it reads are
@@ -23,6 +24,7 @@ from typing import Any
 
 from mindsdb_sql_parser.ast import (
     BinaryOperation,
+    CreateTable,
     Delete,
     Identifier,
     Insert,
@@ -49,6 +51,7 @@ from ..services import jobs as job_service
 from ..services import models as model_service
 from ..services import projects as project_service
 from ..sql.errors import SqlError
+from ..sql.files import FILES_SOURCE
 from .context import Context, qualified
 from .errors import if_clause, service_errors
 from .knowledge_bases import target_knowledge_base
@@ -58,8 +61,8 @@ from .statements import ok_body
 Body = dict[str, Any]
 LOG_DATABASE = "log"
 TEMPLATES = ("{{START_DATETIME}}", "{{PREVIOUS_START_DATETIME}}")
-_ALLOWED = ("RETRAIN, FINETUNE, INSERT INTO a knowledge base, CREATE VIEW, ALTER VIEW and "
-            "SELECT")
+_ALLOWED = ("RETRAIN, FINETUNE, INSERT INTO a knowledge base, CREATE VIEW, ALTER VIEW, "
+            "CREATE TABLE files.<name> (SELECT …) and SELECT")
 _SAMPLE_TIME = "2000-01-01 00:00:00"
 
 
@@ -200,6 +203,14 @@ def check_statement(text: str, ctx: Context) -> Any:
         project_service.get_project(target[0], "write")
         if tree.from_select is not None:
             _check_reads(tree.from_select, ctx)
+    elif isinstance(tree, CreateTable):
+        parts = [str(p) for p in tree.name.parts]
+        if parts[0].lower() != FILES_SOURCE or len(parts) != 2 or tree.from_select is None:
+            raise _refusal(text, f"it writes to '{tree.name.to_string()}': a job never "
+                           "writes to a data source (CREATE TABLE files.<name> (SELECT …) "
+                           "stores a query's rows as a file)")
+        access.require_admin("upload files")
+        _check_reads(tree.from_select, ctx)
     elif isinstance(tree, CreateView | AlterView):
         project, _ = ctx.split([str(p) for p in tree.name.parts], "view")
         project_service.get_project(project, "write")

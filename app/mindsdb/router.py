@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mindsdb_sql_parser.ast import (
+    CreateTable,
     Delete,
     Describe,
     DropDatabase,
@@ -80,6 +81,7 @@ _HANDLERS = {
     CreateDatabase: databases.create_database,   # a project, or a data source with ENGINE
     DropDatabase: databases.drop_database,
     DropTables: databases.drop_tables,
+    CreateTable: databases.create_table,   # files.<name> (SELECT …); else the data path
     AlterDatabase: databases.alter_database,
     CreatePredictor: statements.create_model,
     DropPredictor: statements.drop_model,

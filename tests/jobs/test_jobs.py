@@ -125,6 +125,8 @@ REFUSED = [
      ["UPDATE demo.iris", "data source"]),
     ("CREATE JOB j (DELETE FROM demo.iris WHERE 1 = 1)", ["DELETE FROM demo.iris"]),
     ("CREATE JOB j (DROP PROJECT mindsdb)", ["DROP PROJECT mindsdb", "RETRAIN"]),
+    ("CREATE JOB j (CREATE TABLE demo.copy (SELECT * FROM demo.iris))",
+     ["demo.copy", "data source"]),
     ("CREATE JOB j (CREATE MODEL m FROM demo (SELECT * FROM iris) PREDICT species)",
      ["CREATE MODEL m"]),
     ("CREATE JOB j (CREATE JOB k (SELECT 1))", ["CREATE JOB k"]),
@@ -226,6 +228,23 @@ def test_a_due_job_runs_once_for_its_missed_slots_with_its_templates(make_app):
     metrics = client.get("/metrics").get_data(as_text=True)
     assert 'quarry_job_runs_total{outcome="ok"} 1.0' in metrics
     assert "quarry_job_start_lag_seconds_count 1.0" in metrics
+
+
+def test_a_job_snapshots_a_query_as_a_file(make_app, tmp_path):
+    client = make_app(FILES_DIR=str(tmp_path / "files"), **FAST).test_client()
+    # The statement works outside jobs too: a file made from a query's rows.
+    ok(client, "CREATE TABLE files.first (SELECT 1 AS a, species AS b, NULL AS c FROM "
+               "demo.iris LIMIT 1)")
+    taken = sql(client, "CREATE TABLE files.first (SELECT 2 AS a FROM demo.iris)")
+    assert taken["error_code"] == ErrorCode.CONFLICT, taken
+    ok(client, "CREATE TABLE IF NOT EXISTS files.first (SELECT 2 AS a FROM demo.iris)")
+    assert ok(client, "SELECT * FROM files.first")["data"] == [[1, "setosa", None]]
+    ok(client, "CREATE JOB snap (CREATE OR REPLACE TABLE files.species (SELECT species, "
+               "count(*) AS n FROM demo.iris GROUP BY species ORDER BY species))")
+    assert ended(client, "snap")[0]["outcome"] == "ok"
+    assert ok(client, "SELECT species, n FROM files.species ORDER BY species")["data"] == [
+        ["setosa", 50], ["versicolor", 50], ["virginica", 50]]
+    assert "species" in [f["name"] for f in client.get("/api/files/").get_json()]
 
 
 def test_a_job_without_every_runs_once_and_if_skips_without_rows(make_app):
