@@ -9,10 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app import create_app
-from app.config import load_settings
-from app.extensions import db
-from tests.live import quarry_env, serving, sqlite_store
+from tests.live import serving_admins
 
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
 
@@ -22,18 +19,9 @@ PASSWORD = "sdk jobs password"
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory, sqlite_template):
-    tmp = tmp_path_factory.mktemp("sdk_jobs")
-    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp),
-                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="2", QUARRY_THREADS="4",
-                     QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY="sdk-jobs-" + "k" * 32,
-                     QUARRY_JOBS_POLL_S="0.2", QUARRY_PRELOAD_ML="false")
-    app = create_app(load_settings(env))
-    made = app.test_cli_runner().invoke(args=["users", "create", "erin", "--admin"],
-                                        input=PASSWORD + "\n")
-    assert made.exit_code == 0, made.output
-    with app.app_context():
-        db.engine.dispose()
-    with serving(env, tmp) as server:
+    with serving_admins(tmp_path_factory.mktemp("sdk_jobs"), sqlite_template, ("erin",),
+                        PASSWORD, QUARRY_JOBS_POLL_S="0.2",
+                        QUARRY_PRELOAD_ML="false") as server:
         yield server.url
 
 
