@@ -27,6 +27,7 @@ from .federation.spark import init_spark
 from .jsonio import JSONProvider
 from .malloc import limit_arenas
 from .mcp.completions import init_completions
+from .mindsdb.runs import init_jobs, start_jobs
 from .ops import init_ops
 from .security import init_auth
 from .services.audit import init_audit
@@ -113,6 +114,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
         init_celery(app)
     init_queries(app)
+    init_jobs(app)  # the jobs' scheduler: started by a first request or after_fork
     init_engine(app)  # the federation engine; its DuckDB opens with the first such statement
     init_spark(app)  # FEDERATION_ENGINE spark/auto: the Spark Connect address, checked here
     init_audit(app)
@@ -233,3 +235,4 @@ def after_fork(app: Flask) -> None:
     limit_arenas(2)
     remove_stale_parts(app)
     open_engine_in_worker(app)
+    start_jobs(app)

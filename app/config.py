@@ -190,11 +190,24 @@ SETTINGS: list[Setting] = [
     Setting("CELERY_BROKER_URL", None, str,
             "Celery broker (redis://… or amqp://…); unset: models train in the web process"),
     Setting("CELERY_QUEUE", "quarry-training", str,
-            "Celery queue the training tasks go to (workers: celery -A wsgi:celery worker -Q …)"),
+            "Celery queue the training tasks and the jobs' runs go to (workers: celery -A "
+            "wsgi:celery worker -Q …)"),
     Setting("CELERY_VISIBILITY_TIMEOUT_S", 3600, int,
             "Redis broker: seconds before a task whose worker vanished is delivered again"),
     Setting("CELERY_JOIN_TIMEOUT_S", 3600.0, float,
             "Longest wait of USING join_learn_process = true for a Celery worker's training"),
+    Setting("JOBS_SCHEDULER", True, bool,
+            "Run the jobs' scheduler thread in this process (CREATE JOB); every web process "
+            "may run one: each slot still runs once (a row per slot, unique in the store)"),
+    Setting("JOBS_POLL_S", 2.0, float,
+            "Seconds between two looks of the scheduler for due jobs; a slot starts within "
+            "about this long of its time"),
+    Setting("JOBS_THREADS", 4, int,
+            "Jobs' runs at once per process without a Celery broker; a process claims no "
+            "more due slots than it has free threads (the other processes take the rest)"),
+    Setting("JOBS_RUN_STALE_S", 3600.0, float,
+            "A job's run still unfinished after this many seconds (its process died) is "
+            "marked error, and the job runs again at its next slot"),
     Setting("AUTH_REQUIRED", False, bool,
             "Require sign-in (session cookie, Bearer token or X-Api-Key) on every route "
             "but /api/status, /api/login and the liveness probe /api/util/ping"),

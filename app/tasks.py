@@ -1,10 +1,11 @@
-"""The Celery app and its one task: training a model version on a worker.
+"""The Celery app and its tasks: training a model version, and running a job's slot.
 
 Used only when ``QUARRY_CELERY_BROKER_URL`` is set; otherwise models train on the web
 process's trainer threads (``services/trainer.py``). Run workers with
 ``celery -A wsgi:celery worker -Q <QUARRY_CELERY_QUEUE>`` on any host that reaches the store
-and the data sources. The task is a thin wrapper: the claim, the tries and the training are
-``services.training.run_queued``.
+and the data sources. The tasks are thin wrappers: the claim, the tries and the training are
+``services.training.run_queued``; a job's run is ``mindsdb.runs.run_job`` (its slot was
+claimed in the store by a web process's scheduler before the task was sent).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from celery import Celery, Task
 from flask import Flask
 
 from .extensions import db
+from .mindsdb.runs import RUN_JOB_TASK, run_job
 from .services.trainer import TRAIN_TASK
 from .services.training import run_queued
 
@@ -64,6 +66,13 @@ def init_celery(app: Flask) -> Celery:
         trainer = app.extensions["quarry.trainer"]
         outcome = trainer.run_here(model_id, run_queued)
         log.info("model version %s: %s (delivery %s)", model_id, outcome, task.request.id)
+        return outcome
+
+    @celery.task(name=RUN_JOB_TASK, bind=True)
+    def run_job_task(task: Task, run_id: int) -> str:
+        """Run one slot of a job, claimed by a web process's scheduler (services/jobs.py)."""
+        outcome = run_job(run_id)
+        log.info("job run %s: %s (delivery %s)", run_id, outcome, task.request.id)
         return outcome
 
     app.extensions["quarry.celery_app"] = celery

@@ -28,6 +28,7 @@ from prometheus_client import (
 
 EXTENSION_KEY = "quarry.metrics"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -44,6 +45,8 @@ class Metrics:
     trainings_done: Counter
     pool_in_use: Gauge
     sign_in_failures: Counter
+    job_runs: Counter
+    job_lag_seconds: Histogram
     # The labelled series in use, by metric and label values: ``labels()`` validates and
     # locks on every call (seven calls a SELECT cost ~0.1 ms), a dictionary read does not.
     _series: dict[tuple[Any, ...], Any] = field(default_factory=dict)
@@ -102,6 +105,10 @@ def init_metrics(app: Flask) -> Metrics:
                           "Data-source connections checked out, per source",
                           ["source"], multiprocess_mode="livesum", **kw),
         sign_in_failures=Counter("quarry_sign_in_failures", "Failed sign-ins", **kw),
+        job_runs=Counter("quarry_job_runs", "Jobs' runs ended, by outcome (ok, skipped, "
+                         "error)", ["outcome"], **kw),
+        job_lag_seconds=Histogram("quarry_job_start_lag_seconds", "Time from a job's slot "
+                                  "to the start of its run", buckets=_LAG_BUCKETS, **kw),
     )
     app.extensions[EXTENSION_KEY] = metrics
     return metrics

@@ -130,8 +130,10 @@ def make_app(store_url, session_dir) -> Iterator[Callable[..., Flask]]:
     apps: list[Flask] = []
 
     def build(**config) -> Flask:
+        # No jobs' scheduler thread unless a test asks for one (tests/jobs/): it would
+        # look at the store in the background of tests that count their statements.
         settings = {"DATABASE_URL": store_url, "INSTANCE_PATH": session_dir, "TESTING": True,
-                    "ENCRYPTION_KEY": TEST_KEY}
+                    "ENCRYPTION_KEY": TEST_KEY, "JOBS_SCHEDULER": False}
         settings.update(config)
         app = create_app(settings)
         apps.append(app)

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import requests
 
+from app import create_app
+from app.config import load_settings
+from app.extensions import db
 from tests.conftest import TEST_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,3 +141,23 @@ def serving(env: dict[str, str], logs: Path) -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def serving_admins(directory, template: str, users: tuple[str, ...], password: str,
+                   **settings: str) -> Iterator[Server]:
+    """gunicorn (two workers of four threads) with sign-in on, on a copy of ``template``,
+    ``users`` made admins from the command line with ``password``; ``settings`` added."""
+    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(template, directory),
+                     QUARRY_INSTANCE_PATH=str(directory), QUARRY_WORKERS="2",
+                     QUARRY_THREADS="4", QUARRY_AUTH_REQUIRED="true",
+                     QUARRY_SECRET_KEY="live-admins-" + "k" * 32, **settings)
+    app = create_app(load_settings(env))
+    for user in users:
+        made = app.test_cli_runner().invoke(args=["users", "create", user, "--admin"],
+                                            input=password + "\n")
+        assert made.exit_code == 0, made.output
+    with app.app_context():
+        db.engine.dispose()
+    with serving(env, Path(directory)) as server:
+        yield server

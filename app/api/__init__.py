@@ -11,6 +11,7 @@ from . import (
     console,
     databases,
     files,
+    jobs,
     knowledge_bases,
     mcp,
     models,
@@ -54,6 +55,7 @@ def register_blueprints(app: Flask, api: Api) -> None:
     api.register_blueprint(tree.blp)
     api.register_blueprint(sqlviews.blp)
     api.register_blueprint(knowledge_bases.blp)
+    api.register_blueprint(jobs.blp)
     api.register_blueprint(console.blp)
     api.register_blueprint(mcp.blp)
     api.register_blueprint(completions.blp)

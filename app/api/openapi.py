@@ -365,7 +365,8 @@ _LINKS: dict[str, tuple[tuple[str, ...], dict[str, dict[str, str]]]] = {
         for follower in ("get_project", "delete_project", "create_skill", "list_agents",
                          "create_agent", "list_models", "create_model", "list_members",
                          "list_saved_queries", "save_query", "list_views", "create_view",
-                         "list_knowledge_bases", "create_knowledge_base")}),
+                         "list_knowledge_bases", "create_knowledge_base", "list_jobs",
+                         "create_job")}),
     "create_database": (("201",), dict.fromkeys(
         ("get_database", "update_database", "delete_database", "list_tables"),
         {"name": "$response.body#/name"})),
@@ -380,6 +381,9 @@ _LINKS: dict[str, tuple[tuple[str, ...], dict[str, dict[str, str]]]] = {
                                              "name": "$response.body#/name"})),
     "create_knowledge_base": (("201",), dict.fromkeys(
         ("get_knowledge_base", "insert_into_knowledge_base", "delete_knowledge_base"),
+        {"project": "$request.path.project", "name": "$response.body#/name"})),
+    "create_job": (("201",), dict.fromkeys(
+        ("get_job", "drop_job", "job_history"),
         {"project": "$request.path.project", "name": "$response.body#/name"})),
     "create_model": (("201",), dict.fromkeys(
         ("get_model", "delete_model", "describe_model", "predict_model"), _IN_PROJECT)),

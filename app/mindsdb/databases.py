@@ -14,10 +14,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from mindsdb_sql_parser.ast import Describe, DropDatabase, DropTables, Use
+from mindsdb_sql_parser.ast import CreateTable, Describe, DropDatabase, DropTables, Use
 from mindsdb_sql_parser.ast.mindsdb import AlterDatabase, CreateDatabase
 
-from ..errors import DatabaseNotFound, FileNotFound, NameTaken
+from ..errors import DatabaseNotFound, FileExists, FileNotFound, NameTaken
 from ..rules.names import SYSTEM_DATABASE
 from ..services import databases as database_service
 from ..services import files as file_service
@@ -123,6 +123,27 @@ def describe(statement: Describe, ctx: Context) -> Body:
     return statements.describe(statement, ctx)
 
 
+def _in_files(parts: list[str], ctx: Context) -> bool:
+    return len(parts) == 2 and parts[0].lower() == FILES_SOURCE or \
+        len(parts) == 1 and ctx.db.lower() == FILES_SOURCE
+
+
+def create_table(statement: CreateTable, ctx: Context) -> Body | None:
+    """``CREATE [OR REPLACE] TABLE files.<name> (SELECT …)``: the query's rows stored as an
+    uploaded file (a snapshot, as MindsDB makes one); None for any other table (the data
+    path refuses it: Quarry never writes to a data source)."""
+    parts = [str(p) for p in statement.name.parts]
+    if not _in_files(parts, ctx):
+        return None
+    if statement.from_select is None:
+        raise SqlError(ErrorCode.INVALID_STATEMENT, "A file is made from a query: CREATE "
+                       "TABLE files.<name> (SELECT …)")
+    with service_errors(), if_clause(bool(statement.if_not_exists), FileExists):
+        file_service.snapshot_query(parts[-1], statement.from_select.to_string(), ctx.db,
+                                    overwrite=bool(statement.is_replace))
+    return statements.ok_body(ctx)
+
+
 def drop_tables(statement: DropTables, ctx: Context) -> Body:
     """``DROP TABLE files.<name>`` (mindsdb_sdk's ``files.tables.drop()``) deletes an
     uploaded file, as DELETE /api/files/<name> does; any other table is a data source's,
@@ -130,9 +151,7 @@ def drop_tables(statement: DropTables, ctx: Context) -> Body:
     names = []
     for identifier in statement.tables:
         parts = [str(p) for p in identifier.parts]
-        in_files = len(parts) == 2 and parts[0].lower() == FILES_SOURCE or \
-            len(parts) == 1 and ctx.db.lower() == FILES_SOURCE
-        if not in_files:
+        if not _in_files(parts, ctx):
             raise SqlError(ErrorCode.READ_ONLY,
                            "Only SELECT statements run on data sources (read-only); DROP "
                            "TABLE is refused (DROP TABLE files.<name> deletes an uploaded "

@@ -99,7 +99,7 @@ def refuse(statement: Any, ctx: Context) -> Body:
                    "searched (docs/knowledge_bases.md)")
 
 
-def _target(statement: Insert | Delete, ctx: Context) -> tuple[str, str] | None:
+def target_knowledge_base(statement: Insert | Delete, ctx: Context) -> tuple[str, str] | None:
     """(project, name) when the statement's table is a knowledge base the caller sees."""
     parts = [str(p) for p in statement.table.parts]
     if len(parts) == 1:
@@ -115,7 +115,7 @@ def _target(statement: Insert | Delete, ctx: Context) -> tuple[str, str] | None:
 def insert(statement: Insert, ctx: Context) -> Body | None:
     """INSERT INTO p.kb (…) VALUES (…) or INSERT INTO p.kb SELECT …; None for any other
     table (the data path refuses writes to data sources)."""
-    target = _target(statement, ctx)
+    target = target_knowledge_base(statement, ctx)
     if target is None:
         return None
     project, name = target
@@ -167,7 +167,7 @@ def _constant(node: Any, column: str) -> Any:
 
 def delete(statement: Delete, ctx: Context) -> Body | None:
     """DELETE FROM p.kb WHERE id = … (or metadata conditions); None for another table."""
-    target = _target(statement, ctx)
+    target = target_knowledge_base(statement, ctx)
     if target is None:
         return None
     project, name = target

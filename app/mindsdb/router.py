@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mindsdb_sql_parser.ast import (
+    CreateTable,
     Delete,
     Describe,
     DropDatabase,
@@ -31,12 +32,14 @@ from mindsdb_sql_parser.ast.mindsdb import (
     AlterView,
     CreateAgent,
     CreateDatabase,
+    CreateJob,
     CreateKnowledgeBase,
     CreateKnowledgeBaseIndex,
     CreatePredictor,
     CreateSkill,
     CreateView,
     DropAgent,
+    DropJob,
     DropKnowledgeBase,
     DropKnowledgeBaseIndex,
     DropPredictor,
@@ -58,6 +61,7 @@ from . import (
     agent_answers,
     databases,
     grants,
+    jobs,
     knowledge_bases,
     predictions,
     statements,
@@ -77,6 +81,7 @@ _HANDLERS = {
     CreateDatabase: databases.create_database,   # a project, or a data source with ENGINE
     DropDatabase: databases.drop_database,
     DropTables: databases.drop_tables,
+    CreateTable: databases.create_table,   # files.<name> (SELECT …); else the data path
     AlterDatabase: databases.alter_database,
     CreatePredictor: statements.create_model,
     DropPredictor: statements.drop_model,
@@ -98,6 +103,8 @@ _HANDLERS = {
     CreateKnowledgeBaseIndex: knowledge_bases.refuse,
     DropKnowledgeBaseIndex: knowledge_bases.refuse,
     EvaluateKnowledgeBase: knowledge_bases.refuse,
+    CreateJob: jobs.create,
+    DropJob: jobs.drop,
     # INSERT INTO / DELETE FROM a knowledge base; any other table: None, the data path
     Insert: knowledge_bases.insert,
     Delete: knowledge_bases.delete,
@@ -133,7 +140,7 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
 _OWN_FIRST = {"SHOW", "DESCRIBE", "DESC", "RETRAIN", "FINETUNE", "EVALUATE", "USE"}
 _OWN_VERBS = {"CREATE", "DROP", "ALTER", "UPDATE"}
 _OWN_OBJECTS = {"MODEL", "PREDICTOR", "PROJECT", "DATABASE", "SKILL", "AGENT", "VIEW",
-                "KNOWLEDGE_BASE"}
+                "KNOWLEDGE_BASE", "JOB"}
 
 
 def _parse(query: str) -> Any | None:
@@ -163,12 +170,17 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
         return _info_schema(statement, parts[-1], alias, ctx)
     if len(parts) == 2 and [p.lower() for p in parts] == list(AUDIT_TABLE):
         return statements.select_table(statement, tables.audit_table(alias), ctx)
+    if jobs.is_log_history(parts, ctx):
+        with service_errors():
+            relation = tables.jobs_history_table(None, alias or "jobs_history")
+        return statements.select_table(statement, relation, ctx)
     found = _project_object(parts, ctx)
     if found is None:  # a data source's table; a subquery of its WHERE may read one
         return knowledge_bases.select_federated(statement, ctx)
     project, name = found
     if name.lower() in PROJECT_TABLES:
-        relation = tables.project_table(project, name, alias)
+        with service_errors():
+            relation = tables.project_table(project, name, alias)
         return statements.select_table(statement, relation, ctx)
     if name.lower() == "knowledge_bases" and not kb_service.is_knowledge_base(project, name):
         relation = tables.knowledge_bases_table([project], alias or "knowledge_bases")

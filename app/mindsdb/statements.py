@@ -172,6 +172,11 @@ def _show_kind(table: str):
     return handler
 
 
+def _show_jobs(statement: Show, ctx: Context) -> tuple[Relation, str]:
+    with service_errors():
+        return tables.jobs_table([_shown_project(statement, ctx)]), "NAME"
+
+
 def _show_knowledge_bases(statement: Show, ctx: Context) -> tuple[Relation, str]:
     return tables.knowledge_bases_table([_shown_project(statement, ctx)]), "NAME"
 
@@ -181,6 +186,7 @@ _SHOW = {"DATABASES": _show_databases, "SCHEMAS": _show_databases,
          "PROJECTS": _show_projects, "TABLES": _show_tables,
          "MODELS": _show_kind("models"), "PREDICTORS": _show_kind("models"),
          "SKILLS": _show_kind("skills"), "AGENTS": _show_kind("agents"),
+         "JOBS": _show_jobs,
          "KNOWLEDGE_BASES": _show_knowledge_bases, "KNOWLEDGE BASES": _show_knowledge_bases}
 
 

@@ -17,6 +17,7 @@ from ..rules.secrets import mask
 from ..services import access, audit
 from ..services import agents as agent_service
 from ..services import databases as database_service
+from ..services import jobs as job_service
 from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
 from ..services import projects as project_service
@@ -39,6 +40,10 @@ MODEL_RECORD_COLUMNS = ["NAME", "ENGINE", "PROJECT", "ACTIVE", "VERSION", "STATU
 SKILL_COLUMNS = ["NAME", "PROJECT", "TYPE", "PARAMS"]
 AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL_NAME", "SKILLS", "PARAMS"]
 DATABASE_COLUMNS = ["NAME", "TYPE", "ENGINE", "CONNECTION_DATA"]
+JOB_COLUMNS = ["NAME", "PROJECT", "START_AT", "END_AT", "NEXT_RUN_AT", "SCHEDULE_STR",
+               "QUERY", "IF_QUERY", "CREATED_BY"]
+HISTORY_COLUMNS = ["NAME", "PROJECT", "SLOT_AT", "START_AT", "END_AT", "OUTCOME",
+                   "DURATION_S", "ERROR", "QUERY"]
 KNOWLEDGE_BASE_COLUMNS = ["NAME", "PROJECT", "EMBEDDING_MODEL", "RERANKING_MODEL", "STORAGE",
                           "METADATA_COLUMNS", "CONTENT_COLUMNS", "ID_COLUMN", "PARAMS",
                           "DOCUMENTS", "CHUNKS"]
@@ -147,8 +152,26 @@ def info_schema_table(table: str, registry: SourceRegistry) -> Relation:
     return builders[name](project_names(), name)
 
 
+def jobs_table(projects: list[str], qualifier: str = "jobs") -> Relation:
+    """p.jobs and SHOW JOBS: in mindsdb_sdk's columns (it lower-cases them)."""
+    rows = [tuple(job[c.lower()] for c in JOB_COLUMNS) for project in projects
+            for job in job_service.list_jobs(project)]
+    return Relation.of(JOB_COLUMNS, rows, qualifier)
+
+
+def jobs_history_table(projects: list[str] | None, qualifier: str = "jobs_history"
+                       ) -> Relation:
+    """p.jobs_history, or log.jobs_history (``projects`` None: every project the caller
+    sees), newest first."""
+    runs = job_service.visible_history() if projects is None else \
+        [run for project in projects for run in job_service.history(project)]
+    rows = [tuple(run[c.lower()] for c in HISTORY_COLUMNS) for run in runs]
+    return Relation.of(HISTORY_COLUMNS, rows, qualifier)
+
+
 def project_table(project: str, table: str, qualifier: str | None = None) -> Relation:
-    builders = {"models": models_table, "skills": skills_table, "agents": agents_table}
+    builders = {"models": models_table, "skills": skills_table, "agents": agents_table,
+                "jobs": jobs_table, "jobs_history": jobs_history_table}
     return builders[table.lower()]([project], qualifier or table.lower())
 
 

@@ -1,7 +1,7 @@
 """MindsDB objects Quarry does not have, and the one sentence that says so.
 
-Without this table, ``mindsdb_sdk``'s ``list_jobs()`` (``SELECT * FROM jobs`` in the project)
-fell through to the data path and answered "Table 'jobs' names no data source". Every
+Without this table, ``mindsdb_sdk``'s ``ml_engines.list()`` (``SHOW ML_ENGINES``) fell
+through to the data path and answered with a data source's error. Every
 statement, table and REST route about one of these objects answers UNSUPPORTED (16), or HTTP
 501 on REST, with the sentence of ``message``.
 """
@@ -14,11 +14,9 @@ from typing import Any
 from mindsdb_sql_parser.ast import Show
 from mindsdb_sql_parser.ast.mindsdb import (
     CreateChatBot,
-    CreateJob,
     CreateMLEngine,
     CreateTrigger,
     DropChatBot,
-    DropJob,
     DropMLEngine,
     DropTrigger,
     UpdateChatBot,
@@ -37,9 +35,6 @@ class Missing:
 
 
 MISSING = (
-    Missing("JOBS", "JOB", ("jobs", "jobs_history"), (CreateJob, DropJob),
-            "run scheduled statements from your own scheduler (cron …) through "
-            "POST /api/sql/query"),
     Missing("ML_ENGINES", "ML_ENGINE", ("ml_engines",), (CreateMLEngine, DropMLEngine),
             "models are trained with scikit-learn (CREATE MODEL … USING engine = 'sklearn')"),
     Missing("TRIGGERS", "TRIGGER", ("triggers",), (CreateTrigger, DropTrigger),

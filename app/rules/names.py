@@ -13,7 +13,7 @@ NAME_RULE = ("1-63 characters of ASCII letters, digits, '_' and '-', not startin
 DEFAULT_PROJECT = "mindsdb"
 SYSTEM_DATABASE = "information_schema"
 # The tables every project has in SQL (p.models …); its models are tables beside them.
-PROJECT_TABLES = ("models", "skills", "agents")
+PROJECT_TABLES = ("models", "skills", "agents", "jobs", "jobs_history")
 # The audit log as SQL reads it (admins): SELECT … FROM quarry.audit.
 AUDIT_TABLE = ("quarry", "audit")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flask import g, has_request_context
+from flask import current_app, g, has_request_context
 from sqlalchemy import delete, func, select
 
 from ..errors import BadRequest, Conflict, Forbidden, NotFound, ProjectNotFound
@@ -63,6 +63,21 @@ def current_actor() -> Actor | None:
     if not has_request_context():
         return None
     return g.get("quarry_actor")
+
+
+def actor_of(user_id: int | None, user_name: str | None,
+             project_key: str | None = None) -> Actor | None:
+    """The rights user ``user_id`` holds now, read from the store, for work done in its
+    name without a request of its own (a job's run). None when sign-in is off: nothing is
+    checked then, as for any caller. Forbidden when the user is gone or was never known."""
+    if not current_app.config["AUTH_REQUIRED"]:
+        return None
+    user = db.session.get(User, user_id) if user_id is not None else None
+    if user is None:
+        who = f"'{user_name}'" if user_name else "nobody (sign-in was off)"
+        raise Forbidden(f"The job's creator {who} is no longer a user: the job cannot run "
+                        "as anyone; drop it and create it again", title="Creator unknown")
+    return Actor(user.id, user.name, user.role == "admin", project_key)
 
 
 def actor_name() -> str | None:

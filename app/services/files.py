@@ -6,7 +6,10 @@
   host (fetching URLs for callers is a server-side request forgery risk);
 - uploading and deleting are an admin's, as for other data sources; reading needs the
   right to query the data source ``files``;
-- every upload and delete is in the audit log.
+- every upload and delete is in the audit log;
+- ``CREATE [OR REPLACE] TABLE files.<name> (SELECT …)`` stores the answer of a query as a
+  file (a snapshot), under the same rules as an upload; the query is read with the
+  caller's rights, through the one read-only data path.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ from sqlalchemy import delete, select
 
 from ..errors import FileExists, FileNotFound, PayloadTooLarge, Unprocessable
 from ..extensions import db
+from ..federation import run as federation
 from ..rules.names import lookup_key, name_key, validate_name
 from ..sql import files as storage
+from ..sql.errors import SqlError
 from ..store import UploadedFile
 from . import access, audit
+from . import sqlviews as view_service
 from .common import commit, delete_or_gone
 
 
@@ -86,6 +92,36 @@ def upload_file(name: str, read: Callable[[], Upload]) -> dict[str, Any]:
         if upload.streamed is not None:
             upload.streamed.cancel()
         storage.discard(upload.path)
+
+
+def snapshot_query(name: str, query: str, context: str | None, *,
+                   overwrite: bool) -> dict[str, Any]:
+    """Store the rows of ``query`` (a SELECT on data sources, files or views, read with the
+    caller's rights) as the table ``files.<name>``; its listing entry. ``context``: the
+    database bare table names are in."""
+    check_name(name)
+    access.require_admin("upload files")
+    registry = access.queryable_sources()
+    source = context if context is not None and registry.get(context) is not None else None
+    expanded = view_service.expand(query, None if source else context, registry) or query
+    try:
+        columns, records = federation.read_rows(
+            expanded, registry, source, max_rows=current_app.config["TRAINING_MAX_ROWS"],
+            timeout_s=current_app.config["SQL_TIMEOUT_S"])
+    except SqlError as exc:
+        raise Unprocessable(f"The rows of the query cannot be read: {exc.message}",
+                            title="Invalid query") from None
+    if len({c.lower() for c in columns}) != len(columns):
+        raise Unprocessable(f"The query answers two columns of one name ({', '.join(columns)}):"
+                            " name each column apart (AS …)", title="Invalid query")
+    handle = storage.upload_target()
+    try:
+        with handle:
+            storage.write_rows(handle, list(columns), records)
+        return _store(name, Upload(path=handle.name, original_name=f"{name}.parquet",
+                                   overwrite=overwrite))
+    finally:
+        storage.discard(handle.name)
 
 
 def _store(name: str, upload: Upload) -> dict[str, Any]:

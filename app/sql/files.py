@@ -52,6 +52,7 @@ _SHEET_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sheet.
 _HEAD_BYTES = 1 << 20
 # pyarrow (and pandas with it) loads with the first upload or file read, not with the app.
 pq = on_first_use("pyarrow.parquet")
+pa = on_first_use("pyarrow")
 
 
 class FileFormatError(Exception):
@@ -340,6 +341,17 @@ def sniff_head(head: bytes, original_name: str | None) -> str:
         raise FileFormatError(f"The file is not a valid {ext[1:].upper()} file "
                               "(its first bytes are not those of that format)")
     return "csv"
+
+
+def write_rows(handle: Any, columns: list[str], records: list[tuple]) -> None:
+    """Write rows (a query's answer) to ``handle`` as Parquet, each column typed as
+    pyarrow infers it from its values (a column of NULLs only: text)."""
+    arrays = []
+    for i, _ in enumerate(columns):
+        values = [record[i] for record in records]
+        array = pa.array(values)
+        arrays.append(array.cast(pa.string()) if pa.types.is_null(array.type) else array)
+    pq.write_table(pa.Table.from_arrays(arrays, names=columns), handle)
 
 
 def convert(source: str, kind: str, target_key: str, limits: Limits, sheet: str | None = None,

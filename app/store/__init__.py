@@ -6,6 +6,7 @@ from .auth import ApiToken, LoginFailure, User, UserSession
 from .catalog import CatalogVersion
 from .console import ConsoleHistory, SavedQuery
 from .data_source import DatabaseName, DataSourceRecord
+from .job import Job, JobRun
 from .knowledge_base import KnowledgeBase
 from .ml_model import MLModel
 from .project import Project
@@ -15,7 +16,8 @@ from .sql_view import SqlView
 from .uploaded_file import UploadedFile
 
 __all__ = ["Agent", "AgentSkill", "ApiToken", "AuditRecord", "CatalogVersion", "ConsoleHistory",
-           "DatabaseName", "DataSourceRecord", "KnowledgeBase", "LoginFailure", "MLModel",
+           "DatabaseName", "DataSourceRecord", "Job", "JobRun", "KnowledgeBase", "LoginFailure",
+           "MLModel",
            "Project", "ProjectMember",
            "RunningQuery", "SavedQuery", "Skill", "SourceGrant", "SqlView", "UploadedFile", "User",
            "UserSession"]

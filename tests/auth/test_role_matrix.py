@@ -105,6 +105,15 @@ def _prepare_knowledge_base(m, tag):
     m.admin("POST", "/api/projects/p/knowledge_bases", {"knowledge_base": {"name": f"d_{tag}"}})
 
 
+def _job(name: str) -> dict[str, Any]:
+    return {"job": {"name": name, "query": "SELECT count(*) FROM demo.iris",
+                    "start_at": "2099-01-01", "schedule_str": "every day"}}
+
+
+def _prepare_job(m, tag):
+    m.admin("POST", "/api/projects/p/jobs", _job(f"d_{tag}"))
+
+
 def _view(name: str) -> dict[str, Any]:
     return {"view": {"name": name, "query": "SELECT 1 AS x"}}
 
@@ -225,6 +234,11 @@ def cases(role: str, prefix: str, tag: str = "") -> dict[tuple[str, str], Case]:
             {"knowledge_base": {"rows": [{"id": tag, "content": "a note"}]}}),
         ("knowledge_bases.delete_knowledge_base", "DELETE"): Case(
             DELETE, f"{P}/knowledge_bases/d_{tag}", prepare=_prepare_knowledge_base),
+        ("jobs.list_jobs", "GET"): Case(READ, f"{P}/jobs"),
+        ("jobs.create_job", "POST"): Case(CREATE, f"{P}/jobs", _job(f"j_{tag}")),
+        ("jobs.get_job", "GET"): Case(READ, f"{P}/jobs/j"),
+        ("jobs.job_history", "GET"): Case(READ, f"{P}/jobs/j/history"),
+        ("jobs.drop_job", "DELETE"): Case(DELETE, f"{P}/jobs/d_{tag}", prepare=_prepare_job),
         ("unsupported.knowledge_base_completion", "POST"): Case(
             NOT_SUPPORTED, f"{P}/knowledge_bases/k/completions", {}),
         ("tree.list_tree", "GET"): Case(SIGNED, "/api/tree"),
@@ -315,6 +329,7 @@ def matrix(make_auth_app, session_dir) -> Matrix:
     m.admin("POST", "/api/databases", _database(RDB))
     m.admin("POST", "/api/projects/p/views", _view("v"))
     m.admin("POST", "/api/projects/p/knowledge_bases", {"knowledge_base": {"name": "k"}})
+    m.admin("POST", "/api/projects/p/jobs", _job("j"))
     return m
 
 

@@ -209,15 +209,11 @@ def test_model_versions(url):
 
 
 def test_objects_quarry_does_not_have_say_so(url):
-    """jobs, ML engines, triggers and chatbots: the sdk's own calls
-    raise with Quarry's sentence, not "names no data source" or "No such endpoint"."""
+    """ML engines, triggers and chatbots: the sdk's own calls raise with Quarry's sentence,
+    not "names no data source" or "No such endpoint". (Jobs are served:
+    test_mindsdb_sdk_jobs.py.)"""
     server = mindsdb_sdk.connect(url)
     project = server.get_project("mindsdb")
-    for call in (project.list_jobs, lambda: project.get_job("j1"),
-                 lambda: project.create_job("j1", "SELECT * FROM demo.iris", repeat_min=60),
-                 lambda: project.drop_job("j1")):
-        with pytest.raises(RuntimeError, match="^JOBS are not supported by Quarry"):
-            call()
     # Views are served (tests/clients/test_mindsdb_sdk_files.py), knowledge bases too
     # (test_knowledge_bases_end_to_end).
     for call in (server.ml_engines.list,

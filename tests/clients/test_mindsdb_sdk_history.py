@@ -8,10 +8,7 @@ import time
 import pytest
 import requests
 
-from app import create_app
-from app.config import load_settings
-from app.extensions import db
-from tests.live import quarry_env, serving, sqlite_store
+from tests.live import serving_admins
 
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk")
 
@@ -21,18 +18,8 @@ PASSWORD = "sdk history password"
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory, sqlite_template):
-    tmp = tmp_path_factory.mktemp("sdk_history")
-    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp),
-                     QUARRY_INSTANCE_PATH=str(tmp), QUARRY_WORKERS="2", QUARRY_THREADS="4",
-                     QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY="sdk-history-" + "k" * 32)
-    app = create_app(load_settings(env))
-    for user in ("carol", "dave"):
-        made = app.test_cli_runner().invoke(args=["users", "create", user, "--admin"],
-                                            input=PASSWORD + "\n")
-        assert made.exit_code == 0, made.output
-    with app.app_context():
-        db.engine.dispose()
-    with serving(env, tmp) as server:
+    with serving_admins(tmp_path_factory.mktemp("sdk_history"), sqlite_template,
+                        ("carol", "dave"), PASSWORD) as server:
         yield server.url
 
 

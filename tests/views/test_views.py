@@ -100,6 +100,8 @@ def test_the_object_tree_lists_databases_and_a_projects_models_and_views(client)
         {"name": "models", "class": "table", "type": "table"},
         {"name": "skills", "class": "table", "type": "table"},
         {"name": "agents", "class": "table", "type": "table"},
+        {"name": "jobs", "class": "table", "type": "table"},
+        {"name": "jobs_history", "class": "table", "type": "table"},
         {"name": "v", "class": "table", "type": "view"}]
     tables = client.get("/api/tree/demo").get_json()
     assert {"name": "iris", "class": "table", "type": "table"} in tables

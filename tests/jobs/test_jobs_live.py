@@ -1,0 +1,53 @@
+"""A worker that dies under a job's run: gunicorn starts another, and at the job's next
+slot the unfinished run is ended as an error (its process is gone) and the slot runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import requests
+
+from tests.live import migrated_sqlite_env, serving, workers
+from tests.models.test_failures import SLOW_SELECT
+
+pytestmark = pytest.mark.slow
+
+
+def _history(url: str) -> list[dict]:
+    answer = requests.get(f"{url}/api/projects/mindsdb/jobs/slow/history", timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def _until(check, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+    return found
+
+
+def test_a_run_left_by_a_dead_worker_is_ended_and_the_next_slot_runs(tmp_path,
+                                                                     sqlite_template):
+    env = migrated_sqlite_env(tmp_path, sqlite_template, QUARRY_JOBS_POLL_S="0.1",
+                              QUARRY_SQL_TIMEOUT_S="20", QUARRY_PRELOAD_ML="false")
+    with serving(env, tmp_path / "logs") as server:
+        # The first slot 57 s ago, the next one 3 s from now.
+        start = (datetime.now(UTC) - timedelta(seconds=57)).strftime("%Y-%m-%d %H:%M:%S")
+        made = requests.post(f"{server.url}/api/sql/query", timeout=30, json={
+            "query": f"CREATE JOB slow ({SLOW_SELECT}) START '{start}' EVERY minute"})
+        assert made.json()["type"] == "ok", made.json()
+        _until(lambda: [r for r in _history(server.url) if r["outcome"] == "running"])
+        for pid in workers(server.process.pid):
+            os.kill(pid, signal.SIGKILL)  # the run's process dies under it
+        runs = _until(lambda: (lambda h: h if len(h) == 2 else None)(_history(server.url)))
+        second, first = runs
+        assert first["outcome"] == "error" and "did not finish" in first["error"], first
+        assert second["slot_at"] > first["slot_at"], runs
+        assert second["outcome"] in ("running", "error"), second  # the 20 s limit
+        requests.post(f"{server.url}/api/sql/query", timeout=30,
+                      json={"query": "DROP JOB slow"})
