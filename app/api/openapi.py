@@ -73,6 +73,7 @@ class QuarryApi(Api):
         self._undocumented: list[tuple[Any, str, Any]] = []
         self._finish: Callable[[], None] | None = None
         self._documenting = threading.Lock()
+        self._writer: int | None = None  # the thread writing the document, while it does
         super().__init__(*args, **kwargs)
 
     def init_app(self, app: Flask, *, spec_kwargs: dict | None = None) -> None:
@@ -83,10 +84,16 @@ class QuarryApi(Api):
     @property
     def spec(self) -> Any:
         """The document; the blueprints' operations and ``finish`` added at the first read."""
-        if self._finish is not None:
-            with self._documenting:  # two first requests at once: one builds, one waits
+        # The writer's own reads (``finish`` reads the document) take it as it stands; a
+        # request meanwhile waits for the whole of it.
+        if self._finish is not None and self._writer != threading.get_ident():
+            with self._documenting:
                 if self._finish is not None:
-                    self._write_operations()
+                    self._writer = threading.get_ident()
+                    try:
+                        self._write_operations()
+                    finally:
+                        self._writer, self._finish = None, None
         return self._spec
 
     @spec.setter
@@ -105,7 +112,7 @@ class QuarryApi(Api):
         self._finish = finish
 
     def _write_operations(self) -> None:
-        finish, self._finish = self._finish, None
+        finish = self._finish
         undocumented, self._undocumented = self._undocumented, []
         for blp, name, parameters in undocumented:
             blp.register_views_in_doc(self, self._app, self._spec, name=name,
