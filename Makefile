@@ -20,9 +20,13 @@ serve: install
 # tests/conftest.py), not xdist's default of the files with the most tests first.
 TEST_WORKERS ?= 4
 
+# PYTHONDONTWRITEBYTECODE emptied: each of the suite's processes (its four, and every
+# gunicorn, Celery worker and flask command a test starts) compiled Quarry's modules and
+# pytest rewrote every test module anew when an environment kept Python from caching
+# bytecode (4 s of CPU per test process at collection alone); __pycache__ is git-ignored.
 test: install-test
 	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: install-test
 	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py

@@ -22,9 +22,11 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
+from werkzeug.routing import Rule
 
 from app import create_app
 from app.extensions import db
+from app.sql.demo import ensure_demo
 
 # The server the PostgreSQL runs use; each test session makes (and drops) its own database.
 PG_ADMIN_URL = os.environ.get("QUARRY_TEST_PG_URL",
@@ -55,6 +57,14 @@ def sqlite_template(session_dir) -> str:
     path = os.path.join(session_dir, "template.db")
     _migrate(f"sqlite:///{path}", session_dir)
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_db(session_dir) -> str:
+    """The demo data source's file, built once for the session (the apps the tests make use
+    the same one: their instance folder is ``session_dir``). A server or an app given it as
+    its DEMO_PATH spares building one (seconds of CPU in a child importing scikit-learn)."""
+    return ensure_demo(os.path.join(session_dir, "demo.db"))
 
 
 @contextlib.contextmanager
@@ -202,6 +212,37 @@ def count_statements(app) -> Callable[[], contextlib.AbstractContextManager[Stat
             event.remove(engine, "before_cursor_execute", record)
 
     return counting
+
+
+def _share_url_builders() -> None:
+    """Every test builds apps, and each app's ~90 routes had werkzeug write and compile two
+    URL-building functions per route (Python source built as an AST): two thirds of what
+    making an app cost once its OpenAPI document is lazy. The function depends only on the
+    rule's text, its parsed parts and its defaults, so a test process makes it once per
+    rule and every app's rule binds the same one (werkzeug binds it to the rule itself:
+    ``__get__``). What url_for builds is unchanged; a served Quarry (gunicorn) never sees
+    this: it makes one app."""
+    original = Rule._compile_builder
+
+    @functools.wraps(original)
+    def compile_builder(self: Rule, append_unknown: bool = True):
+        try:
+            key = (self.rule, append_unknown, tuple(self._trace),
+                   repr(sorted((self.defaults or {}).items())),
+                   tuple((name, type(conv)) for name, conv in self._converters.items()))
+            hash(key)
+        except TypeError:  # a default werkzeug can use but not hash: no sharing
+            return original(self, append_unknown)
+        built = _url_builders.get(key)
+        if built is None:
+            built = _url_builders[key] = original(self, append_unknown)
+        return built
+
+    Rule._compile_builder = compile_builder
+
+
+_url_builders: dict[tuple, Callable] = {}
+_share_url_builders()
 
 
 def pytest_collection_modifyitems(items) -> None:

@@ -1,7 +1,6 @@
 """One blueprint module per resource, registered here."""
 
 from flask import Flask, current_app, request
-from flask_smorest import Api
 
 from . import (
     access,
@@ -37,7 +36,7 @@ def _data_body_limit() -> None:
         request.max_content_length = current_app.config["MAX_DATA_BODY_BYTES"]
 
 
-def register_blueprints(app: Flask, api: Api) -> None:
+def register_blueprints(app: Flask, api: openapi.QuarryApi) -> None:
     openapi.register_converters(app, api)
     app.before_request(_data_body_limit)
     api.register_blueprint(status.blp)
@@ -65,4 +64,5 @@ def register_blueprints(app: Flask, api: Api) -> None:
                            name="skills_unprefixed")
     app.register_blueprint(agents.blp, url_prefix="/projects/<name:project>",
                            name="agents_unprefixed")
-    openapi.document(app, api)
+    # The document is written when first read (QuarryApi.spec), not by every app made.
+    api.document_when_read(lambda: openapi.document(app, api))

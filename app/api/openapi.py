@@ -26,6 +26,8 @@ extensions (tests/test_layers.py).
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable
 from copy import deepcopy
 from http import HTTPStatus
 from typing import Any
@@ -56,11 +58,68 @@ UNSAFE_METHODS = ("put", "post", "delete", "patch")
 
 
 class QuarryApi(Api):
-    """flask-smorest's Api, answering its errors in the one problem+json envelope."""
+    """flask-smorest's Api, answering its errors in the one problem+json envelope.
+
+    The blueprints' routes are registered at once, their operations written into the
+    document when it is first read (``spec``): building it is half of what making an app
+    costs (~50 ms of CPU), and a worker that never serves /api/openapi.json never needs it.
+    """
 
     # No catch-all "default" answer in the document: each operation lists the statuses it
     # gives (``document`` below), so that an undocumented one is a finding, not "default".
     DEFAULT_ERROR_RESPONSE_NAME = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._undocumented: list[tuple[Any, str, Any]] = []
+        self._finish: Callable[[], None] | None = None
+        self._documenting = threading.Lock()
+        self._writer: int | None = None  # the thread writing the document, while it does
+        super().__init__(*args, **kwargs)
+
+    def init_app(self, app: Flask, *, spec_kwargs: dict | None = None) -> None:
+        # This app's blueprints only: one bound before it is never documented now.
+        self._undocumented, self._finish = [], None
+        super().init_app(app, spec_kwargs=spec_kwargs)
+
+    @property
+    def spec(self) -> Any:
+        """The document; the blueprints' operations and ``finish`` added at the first read."""
+        # The writer's own reads (``finish`` reads the document) take it as it stands; a
+        # request meanwhile waits for the whole of it.
+        if self._finish is not None and self._writer != threading.get_ident():
+            with self._documenting:
+                if self._finish is not None:
+                    self._writer = threading.get_ident()
+                    try:
+                        self._write_operations()
+                    finally:
+                        self._writer, self._finish = None, None
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: Any) -> None:
+        self._spec = value
+
+    def register_blueprint(self, blp: Any, *, parameters: Any = None, **options: Any) -> None:
+        """flask-smorest's, with the blueprint's operations left for the first read."""
+        name = options.get("name", blp.name)
+        self._app.extensions["flask-smorest"]["blp_name_to_api"][name] = self
+        self._app.register_blueprint(blp, **options)
+        self._undocumented.append((blp, name, parameters))
+
+    def document_when_read(self, finish: Callable[[], None]) -> None:
+        """After the blueprints: ``finish`` completes the document after their operations."""
+        self._finish = finish
+
+    def _write_operations(self) -> None:
+        finish = self._finish
+        undocumented, self._undocumented = self._undocumented, []
+        for blp, name, parameters in undocumented:
+            blp.register_views_in_doc(self, self._app, self._spec, name=name,
+                                      parameters=parameters)
+            self._spec.tag({"name": name, "description": blp.description})
+        if finish is not None:
+            finish()
 
     def handle_http_exception(self, error):
         return from_http_exception(error)

@@ -6,6 +6,7 @@ import re
 import sqlite3
 import urllib.parse
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from app.services import auth as auth_service
 from tests.helpers import assert_problem
@@ -27,6 +28,24 @@ def test_openapi_covers_every_route(app, client):
             if (path, method) not in documented:
                 missing.append((path, method))
     assert not missing
+
+
+def test_the_document_is_written_once_by_its_first_readers(make_app):
+    """The app is made without its document (QuarryApi.spec writes it at the first read);
+    first requests at once all get the whole document, each operation written once."""
+    app = make_app()
+    api = app.extensions["flask-smorest"]["apis"][""]["ext_obj"]
+    assert api._spec._paths == {}  # apispec's registry of paths: nothing written yet
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: app.test_client().get("/api/openapi.json"),
+                                range(4)))
+    assert {a.status_code for a in answers} == {200}
+    documents = [a.get_data(as_text=True) for a in answers]
+    assert documents.count(documents[0]) == 4
+    spec = answers[0].get_json()
+    assert len(spec["paths"]) > 50
+    tags = [tag["name"] for tag in spec["tags"]]
+    assert len(tags) == len(set(tags)) and "skills" in tags  # one tag per blueprint
 
 
 def test_openapi_describes_bodies_from_the_schemas(client):

@@ -21,9 +21,10 @@ def _kill_the_worker(master: int) -> None:
     os.kill(worker, signal.SIGKILL)
 
 
-def test_records_survive_the_worker_killed_after_its_answer(store_url, tmp_path):
+def test_records_survive_the_worker_killed_after_its_answer(store_url, tmp_path, demo_db):
     env = quarry_env(QUARRY_DATABASE_URL=store_url, QUARRY_INSTANCE_PATH=str(tmp_path),
-                     QUARRY_DEMO_SOURCE="true", QUARRY_WORKERS="1", QUARRY_THREADS="2",
+                     QUARRY_DEMO_SOURCE="true", QUARRY_DEMO_PATH=demo_db,
+                     QUARRY_WORKERS="1", QUARRY_THREADS="2",
                      QUARRY_LOG_LEVEL="WARNING")
     with serving(env, tmp_path / "logs") as live:
         url, master = live.url, live.process.pid

@@ -65,7 +65,7 @@ def _users(env: dict) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, sqlite_template):
+def server(tmp_path_factory, sqlite_template, demo_db):
     tmp = tmp_path_factory.mktemp("mcp")
     with _pg() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{PG_DB}" WITH (FORCE)')
@@ -84,7 +84,8 @@ def server(tmp_path_factory, sqlite_template):
     pg_url = PG_ADMIN_URL.replace("postgresql+psycopg://", "postgresql://").rsplit("/", 1)[0]
     env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp),
                      QUARRY_INSTANCE_PATH=str(tmp), QUARRY_DEMO_SOURCE="true",
-                     QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY="mcp-secret-" + "k" * 32,
+                     QUARRY_DEMO_PATH=demo_db, QUARRY_AUTH_REQUIRED="true",
+                     QUARRY_SECRET_KEY="mcp-secret-" + "k" * 32,
                      QUARRY_WORKERS="2", QUARRY_THREADS="4", QUARRY_MCP_MAX_ROWS="10",
                      QUARRY_DATA_SOURCES=json.dumps({
                          "pg": f"{pg_url}/{PG_DB}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -121,8 +122,9 @@ def test_demo_is_built_atomically_by_concurrent_builders(tmp_path):
     assert [f for f in os.listdir(tmp_path) if f.endswith(".tmp")] == []
 
 
-def test_flask_demo_init_builds_the_file(make_app, tmp_path):
+def test_flask_demo_init_builds_the_file(make_app, tmp_path, demo_db):
     path = tmp_path / "cli-demo.db"
+    shutil.copy(demo_db, path)  # the app finds a current file (no build), then it is gone
     app = make_app(DEMO_PATH=str(path))
     path.unlink()
     result = app.test_cli_runner().invoke(args=["demo", "init"])
