@@ -33,8 +33,9 @@ def test_insert_select_streams_and_stops_at_the_row_cap(make_app, tmp_path):
 
 def test_each_worker_sees_what_the_others_write(make_app, tmp_path):
     # Two apps on one store and one index file stand for two workers: each keeps its own
-    # copy of the vectors, and catches up from the index's log before a search. The first
-    # picks candidates by sign bits beyond 0 chunks (re-ranking 2 of them exactly).
+    # copy of the vectors (faiss indexes), and catches up from the index's log before a
+    # search. The first picks candidates by sign bits beyond 0 chunks (faiss's IndexLSH,
+    # re-ranking 2 of them exactly), so its copy's removals go through that index too.
     one = make_app(KB_DIR=str(tmp_path / "kb"), KB_EXACT_CHUNKS=0,
                    KB_RERANK_CANDIDATES=2).test_client()
     two = make_app(KB_DIR=str(tmp_path / "kb")).test_client()
@@ -44,15 +45,17 @@ def test_each_worker_sees_what_the_others_write(make_app, tmp_path):
     search = "SELECT id, distance FROM mindsdb.shared WHERE content = '{}' LIMIT 1"
     assert rows(ok(two, search.format("a pet resting")))[0]["id"] == "1"
     assert rows(ok(one, search.format("a pet resting")))[0]["id"] == "1"
-    # Written by two: an upsert of 1, a new document, a deletion; one sees them all.
+    # Written by two: an upsert of 1, two new documents, a deletion; one sees them all
+    # (three chunks: still more than the two candidates).
     ok(two, "INSERT INTO mindsdb.shared (id, content) VALUES (1, 'Payment terms for "
-            "suppliers.'), (3, 'The dog naps in the garden.')")
+            "suppliers.'), (3, 'The dog naps in the garden.'), (4, 'Rain is expected "
+            "tomorrow.')")
     ok(two, "DELETE FROM mindsdb.shared WHERE id = 2")
     pet = rows(ok(one, search.format("a pet resting")))
     assert pet[0]["id"] == "3"
     money = rows(ok(one, "SELECT id FROM mindsdb.shared WHERE content = 'when must an "
                          "invoice be paid'"))
-    assert [r["id"] for r in money] == ["1", "3"]
+    assert money[0]["id"] == "1" and sorted(r["id"] for r in money) == ["1", "3", "4"]
     # The distance of the copy is the index's own (vec0's cosine, through a filter).
     exact = rows(ok(one, "SELECT id, distance FROM mindsdb.shared WHERE content = 'a pet "
                          "resting' AND id != 'none' LIMIT 1"))
