@@ -29,7 +29,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -129,6 +128,7 @@ class _Vectors:
         import faiss
         import numpy as np
 
+        _one_thread()
         if gone and self.dimension:
             removed = faiss.IDSelectorBatch(np.array(gone, np.int64))
             self.flat.remove_ids(removed)
@@ -161,6 +161,7 @@ class _Vectors:
         nearest first."""
         import numpy as np
 
+        _one_thread()
         with self.lock:
             size = self.flat.ntotal if self.dimension else 0
             if not size or self.dimension != len(vector):
@@ -180,14 +181,16 @@ class _Vectors:
             return {int(keys[i]): float(1.0 - scores[i]) for i in best}
 
 
-@cache
 def _one_thread() -> None:
-    """faiss answers each search on the request's own thread: its OpenMP team, spinning on
-    a loaded machine shared by the workers, made a search 100× slower (bench/kb_index.py:
-    140 ms instead of 1.5 ms at load 15 on 2 cores)."""
-    import faiss
+    """faiss answers each search on the request's own thread: its OpenMP team, waiting for
+    cores on a loaded machine shared by the workers, made a search 100× slower
+    (bench/kb_index.py: 140 ms instead of 1.5 ms at load 15 on 2 cores). OpenMP keeps the
+    setting per thread, so each thread makes it before its first call into faiss."""
+    if not getattr(_LOCAL, "faiss_one_thread", False):
+        import faiss
 
-    faiss.omp_set_num_threads(1)
+        faiss.omp_set_num_threads(1)
+        _LOCAL.faiss_one_thread = True
 
 
 class KbIndex:
