@@ -134,7 +134,7 @@ SETTINGS: list[Setting] = [
             "may add; more rows given are refused, a SELECT that returns more stops there"),
     Setting("KB_VECTOR_CACHE", 8, int,
             "Knowledge bases whose vectors a worker keeps in memory for search (the least "
-            "recently searched goes first; 100 000 chunks of 384 dimensions take 150-210 "
+            "recently searched goes first; 100 000 chunks of 384 dimensions take 150-300 "
             "MB)"),
     Setting("KB_EXACT_CHUNKS", 20_000, int,
             "Up to this many chunks a search by meaning compares the question with every "
