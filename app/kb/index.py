@@ -100,16 +100,19 @@ def split_text(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
 
 
 class _Vectors:
-    """One process's copy of a knowledge base's vectors, as of log entry ``seq``, in two
-    faiss indexes keyed by the chunks' rowids: every vector (``IndexFlatIP``: exact inner
-    product, which is cosine on unit-length rows) and its signs, one bit per dimension
-    (``IndexLSH`` without rotation or trained thresholds: a 32nd of the bytes, compared by
+    """One process's copy of a knowledge base's vectors, as of log entry ``seq``, in faiss
+    indexes keyed by the chunks' rowids: every vector (``IndexFlatIP``: exact inner product,
+    which is cosine on unit-length rows) and, once the base has more than ``exact`` chunks,
+    one bit per dimension (``IndexLSH`` without rotation: whether the value is above that
+    dimension's median, learned from the copy's vectors; a 32nd of the bytes, compared by
     Hamming distance).
 
     Up to ``exact`` chunks a search compares the question with every vector. Beyond, the
-    sign bits pick ``candidates`` chunks and those are ranked exactly (binary quantisation
-    with exact re-ranking), measured against exact search and other indexes in
-    bench/kb_index.py and bench/kb.py (recall@10)."""
+    bits pick ``candidates`` chunks and those are ranked exactly (binary quantisation with
+    exact re-ranking), measured against exact search and other indexes in
+    bench/kb_index.py and bench/kb.py (recall@10). The medians are learned again whenever
+    the copy has doubled since they were: embeddings that are not centred on zero (a common
+    direction in every vector) would otherwise share most of their bits."""
 
     def __init__(self, exact: int, candidates: int) -> None:
         self.lock = threading.Lock()
@@ -117,7 +120,8 @@ class _Vectors:
         self.exact, self.candidates = exact, candidates
         self.dimension = 0
         self.flat: Any = None
-        self.bits: Any = None
+        self.bits: Any = None       # made by the first search that needs it
+        self.learned = 0            # vectors the bits' medians were learned from
 
     def load(self, rows: Any, seq: int) -> None:
         self.dimension = 0
@@ -131,8 +135,9 @@ class _Vectors:
         _one_thread()
         if gone and self.dimension:
             removed = faiss.IDSelectorBatch(np.array(gone, np.int64))
-            self.flat.remove_ids(removed)
-            self.bits.remove_ids(removed)
+            for index in (self.flat, self.bits):
+                if index is not None:
+                    index.remove_ids(removed)
         self._add(added)
         self.seq = seq
 
@@ -150,11 +155,22 @@ class _Vectors:
             if vectors.shape[1] != self.dimension:  # the first vectors, or another model's
                 self.dimension = vectors.shape[1]
                 self.flat = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
-                self.bits = faiss.IndexIDMap(faiss.IndexLSH(self.dimension, self.dimension,
-                                                            False, False))
+                self.bits, self.learned = None, 0
             ids = np.fromiter((k for k, _ in block), np.int64, len(block))
             self.flat.add_with_ids(vectors, ids)
-            self.bits.add_with_ids(vectors, ids)
+            if self.bits is not None:
+                self.bits.add_with_ids(vectors, ids)
+
+    def _learn_bits(self) -> None:
+        """Make the bits index from every vector of the copy, the medians learned anew."""
+        import faiss
+
+        size = self.flat.ntotal
+        vectors = self.flat.index.reconstruct_n(0, size)
+        bits = faiss.IndexIDMap(faiss.IndexLSH(self.dimension, self.dimension, False, True))
+        bits.train(vectors)
+        bits.add_with_ids(vectors, faiss.vector_to_array(self.flat.id_map))
+        self.bits, self.learned = bits, size
 
     def nearest(self, vector: Any, depth: int) -> dict[int, float]:
         """The ``depth`` rows nearest ``vector`` (unit length): rowid → cosine distance,
@@ -173,6 +189,8 @@ class _Vectors:
                 scores, keys = self.flat.search(query, depth)
                 return {int(k): float(1.0 - s)
                         for s, k in zip(scores[0], keys[0], strict=True)}
+            if self.bits is None or size > 2 * self.learned:
+                self._learn_bits()
             keys = self.bits.search(query, wanted)[1][0]
             scores = self.flat.reconstruct_batch(keys) @ vector
             best = np.argpartition(-scores, depth - 1)[:depth] if depth < wanted \
