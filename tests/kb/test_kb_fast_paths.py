@@ -34,22 +34,23 @@ def test_insert_select_streams_and_stops_at_the_row_cap(make_app, tmp_path):
 def test_each_worker_sees_what_the_others_write(make_app, tmp_path):
     # Two apps on one store and one index file stand for two workers: each keeps its own
     # copy of the vectors (faiss indexes), and catches up from the index's log before a
-    # search. The first picks candidates by sign bits beyond 0 chunks (faiss's IndexLSH,
-    # re-ranking 2 of them exactly), so its copy's removals go through that index too.
+    # search. The first picks candidates by bits beyond 0 chunks (faiss's IndexLSH,
+    # re-ranking 2 of them exactly): its first search there makes the bits, so the
+    # removals it catches up with later go through that index too.
     one = make_app(KB_DIR=str(tmp_path / "kb"), KB_EXACT_CHUNKS=0,
                    KB_RERANK_CANDIDATES=2).test_client()
     two = make_app(KB_DIR=str(tmp_path / "kb")).test_client()
     ok(one, "CREATE KNOWLEDGE_BASE mindsdb.shared")
     ok(one, "INSERT INTO mindsdb.shared (id, content) VALUES (1, 'The cat sleeps on the "
-            "sofa.'), (2, 'Invoices are due in thirty days.')")
+            "sofa.'), (2, 'Invoices are due in thirty days.'), (4, 'Rain is expected "
+            "tomorrow.')")
     search = "SELECT id, distance FROM mindsdb.shared WHERE content = '{}' LIMIT 1"
     assert rows(ok(two, search.format("a pet resting")))[0]["id"] == "1"
     assert rows(ok(one, search.format("a pet resting")))[0]["id"] == "1"
-    # Written by two: an upsert of 1, two new documents, a deletion; one sees them all
+    # Written by two: an upsert of 1, a new document, a deletion; one sees them all
     # (three chunks: still more than the two candidates).
     ok(two, "INSERT INTO mindsdb.shared (id, content) VALUES (1, 'Payment terms for "
-            "suppliers.'), (3, 'The dog naps in the garden.'), (4, 'Rain is expected "
-            "tomorrow.')")
+            "suppliers.'), (3, 'The dog naps in the garden.')")
     ok(two, "DELETE FROM mindsdb.shared WHERE id = 2")
     pet = rows(ok(one, search.format("a pet resting")))
     assert pet[0]["id"] == "3"
