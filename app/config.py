@@ -138,11 +138,11 @@ SETTINGS: list[Setting] = [
             "MB)"),
     Setting("KB_EXACT_CHUNKS", 20_000, int,
             "Up to this many chunks a search by meaning compares the question with every "
-            "vector; beyond, sign bits (faiss IndexLSH) pick KB_RERANK_CANDIDATES chunks "
-            "ranked exactly"),
+            "vector; beyond, one bit per dimension (faiss IndexLSH) picks "
+            "KB_RERANK_CANDIDATES chunks ranked exactly"),
     Setting("KB_RERANK_CANDIDATES", 1000, int,
             "Chunks a search among more than KB_EXACT_CHUNKS picks by the Hamming distance "
-            "of sign bits and ranks exactly (more: better recall, slower)"),
+            "of those bits and ranks exactly (more: better recall, slower)"),
     Setting("KB_INSERT_BATCH_ROWS", 64, int,
             "Rows of an insert into a knowledge base read, embedded and written at a time, "
             "each batch in its own transaction"),
