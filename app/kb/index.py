@@ -12,8 +12,8 @@ sqlite3 module may be built without extension loading).
 A search by meaning without filters reads no vector from the file: each process keeps a
 copy of a knowledge base's vectors in faiss indexes (``_Vectors``), brought up to date
 from the log before each search (only what changed since is read): exact up to a size,
-beyond it sign bits pick candidates that are ranked exactly. A filtered search stays in
-SQLite (vec0's exact distance over the chunks the filters keep).
+beyond it one bit per dimension picks candidates that are ranked exactly. A filtered search
+stays in SQLite (vec0's exact distance over the chunks the filters keep).
 
 Search is by meaning (the vectors), by words (BM25) or both, fused by rank: a chunk's score
 is ``alpha / (60 + vector rank) + (1 - alpha) / (60 + word rank)`` (reciprocal-rank fusion,
