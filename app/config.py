@@ -154,13 +154,15 @@ SETTINGS: list[Setting] = [
             "may add; more rows given are refused, a SELECT that returns more stops there"),
     Setting("KB_VECTOR_CACHE", 8, int,
             "Knowledge bases whose vectors a worker keeps in memory for search (the least "
-            "recently searched goes first; 100 000 chunks take about 150 MB)"),
+            "recently searched goes first; 100 000 chunks of 384 dimensions take 150-300 "
+            "MB)"),
     Setting("KB_EXACT_CHUNKS", 20_000, int,
             "Up to this many chunks a search by meaning compares the question with every "
-            "vector; beyond, sign bits pick KB_RERANK_CANDIDATES chunks ranked exactly"),
+            "vector; beyond, one bit per dimension (faiss IndexLSH) picks "
+            "KB_RERANK_CANDIDATES chunks ranked exactly"),
     Setting("KB_RERANK_CANDIDATES", 1000, int,
-            "Chunks a search among more than KB_EXACT_CHUNKS picks by sign bits and ranks "
-            "exactly (more: better recall, slower)"),
+            "Chunks a search among more than KB_EXACT_CHUNKS picks by the Hamming distance "
+            "of those bits and ranks exactly (more: better recall, slower)"),
     Setting("KB_INSERT_BATCH_ROWS", 64, int,
             "Rows of an insert into a knowledge base read, embedded and written at a time, "
             "each batch in its own transaction"),

@@ -4,7 +4,8 @@ Every page the master holds is in every worker's address space, so whatever it i
 that no request needs costs the idle service memory: scikit-learn, pandas and numpy are
 for trainings and predictions (preloaded only when the store holds an active model), and
 pyarrow for Arrow and CSV streams (imported by the first one), onnxruntime, tokenizers,
-apsw and sqlite-vec for knowledge bases (imported when one is first used).
+apsw, sqlite-vec and faiss for knowledge bases (imported when one is first used; faiss's
+OpenMP runtime, started in a master, would be inherited by forked workers).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from app.services.models import preload_models
 with wsgi.app.app_context():
     count = preload_models()
 print(json.dumps([count, sorted(m for m in ("sklearn", "pandas", "numpy", "pyarrow",
-                                           "onnxruntime", "tokenizers", "apsw", "sqlite_vec")
+                                           "onnxruntime", "tokenizers", "apsw", "sqlite_vec",
+                                           "faiss")
                                 if m in sys.modules)]))
 """
 

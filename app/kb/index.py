@@ -10,10 +10,10 @@ carries its own SQLite with FTS5 and lets the sqlite-vec extension load (the int
 sqlite3 module may be built without extension loading).
 
 A search by meaning without filters reads no vector from the file: each process keeps a
-copy of a knowledge base's vectors in one numpy matrix (``_Vectors``), brought up to date
-from the log before each search (only what changed since is read), and ranks them exactly
-by one matrix product. A filtered search stays in SQLite (vec0's exact distance over the
-chunks the filters keep).
+copy of a knowledge base's vectors in faiss indexes (``_Vectors``), brought up to date
+from the log before each search (only what changed since is read): exact up to a size,
+beyond it one bit per dimension picks candidates that are ranked exactly. A filtered search
+stays in SQLite (vec0's exact distance over the chunks the filters keep).
 
 Search is by meaning (the vectors), by words (BM25) or both, fused by rank: a chunk's score
 is ``alpha / (60 + vector rank) + (1 - alpha) / (60 + word rank)`` (reciprocal-rank fusion,
@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,8 @@ OPERATORS = {"=": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", "
              "like": "LIKE", "not like": "NOT LIKE", "in": "IN", "not in": "NOT IN"}
 _WORD = re.compile(r"\w+", re.UNICODE)
 _UID = re.compile(r"[0-9a-f]{32}")
-# Growth of a vector matrix when it is full (amortised appends).
-_GROWTH = 1.5
+# Vectors read from the file and added to a copy at a time.
+_BLOCK = 8192
 
 
 @dataclass(frozen=True)
@@ -99,119 +100,115 @@ def split_text(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
 
 
 class _Vectors:
-    """One process's copy of a knowledge base's vectors, as of log entry ``seq``: a float32
-    matrix (one unit-length row per chunk, in no order), the rowid of each row, and each
-    row's signs packed in bits (the first pass of a search among many chunks).
+    """One process's copy of a knowledge base's vectors, as of log entry ``seq``, in faiss
+    indexes keyed by the chunks' rowids: every vector (``IndexFlatIP``: exact inner product,
+    which is cosine on unit-length rows) and, once the base has more than ``exact`` chunks,
+    one bit per dimension (``IndexLSH`` without rotation: whether the value is above that
+    dimension's median, learned from the copy's vectors; a 32nd of the bytes, compared by
+    Hamming distance).
 
-    Up to ``exact`` chunks a search compares the question with every vector (one matrix
-    product). Beyond, the Hamming distance between sign bits (a 32nd of the bytes to read)
-    picks ``candidates`` rows, and those are ranked exactly: binary quantisation with exact
-    re-ranking, measured against exact search in bench/kb.py (recall@10)."""
+    Up to ``exact`` chunks a search compares the question with every vector. Beyond, the
+    bits pick ``candidates`` chunks and those are ranked exactly (binary quantisation with
+    exact re-ranking), measured against exact search and other indexes in
+    bench/kb_index.py and bench/kb.py (recall@10). The medians are learned again whenever
+    the copy has doubled since they were: embeddings that are not centred on zero (a common
+    direction in every vector) would otherwise share most of their bits."""
 
     def __init__(self, exact: int, candidates: int) -> None:
-        import numpy as np
-
         self.lock = threading.Lock()
         self.seq = -1               # none read yet
         self.exact, self.candidates = exact, candidates
-        self.matrix = np.zeros((0, 0), np.float32)
-        self.bits = np.zeros((0, 0), np.uint64)   # words × rows: each word's column is
-        # contiguous, so the Hamming pass runs one fast loop per 64 dimensions
-        self.keys = np.zeros(0, np.int64)
-        self.size = 0               # rows in use; the rest is room to grow
-        self._row: dict[int, int] = {}
+        self.dimension = 0
+        self.flat: Any = None
+        self.bits: Any = None       # made by the first search that needs it
+        self.learned = 0            # vectors the bits' medians were learned from
 
     def load(self, rows: Any, seq: int) -> None:
-        import numpy as np
-
-        keys, blobs = [], []
-        for rowid, blob in rows:
-            keys.append(rowid)
-            blobs.append(blob)
-        self.keys = np.array(keys, np.int64)
-        self.matrix = np.frombuffer(b"".join(blobs), np.float32).reshape(len(keys), -1) \
-            .copy() if keys else np.zeros((0, 0), np.float32)
-        self.bits = _signs(self.matrix)
-        self.size = len(keys)
-        self._row = {k: i for i, k in enumerate(keys)}
+        self.dimension = 0
+        self._add(rows)
         self.seq = seq
 
     def update(self, gone: Sequence[int], added: Any, seq: int) -> None:
+        import faiss
         import numpy as np
 
-        for rowid in gone:  # the last row moves into the hole: O(1) a chunk
-            at = self._row.pop(rowid, None)
-            if at is None:
-                continue
-            self.size -= 1
-            if at != self.size:
-                last = self.size
-                moved = int(self.keys[last])
-                self.keys[at], self.matrix[at] = moved, self.matrix[last]
-                self.bits[:, at] = self.bits[:, last]
-                self._row[moved] = at
-        for rowid, blob in added:
-            vector = np.frombuffer(blob, np.float32)
-            if self.size == len(self.keys) or self.matrix.shape[1] != len(vector):
-                self._grow(len(vector))
-            at = self.size
-            self.keys[at], self.matrix[at] = rowid, vector
-            self.bits[:, at] = _signs(vector[None, :])[:, 0]
-            self._row[rowid] = at
-            self.size += 1
+        _one_thread()
+        if gone and self.dimension:
+            removed = faiss.IDSelectorBatch(np.array(gone, np.int64))
+            for index in (self.flat, self.bits):
+                if index is not None:
+                    index.remove_ids(removed)
+        self._add(added)
         self.seq = seq
 
-    def _grow(self, dimension: int) -> None:
+    def _add(self, rows: Any) -> None:
+        """Add (rowid, float32 blob) rows, a block at a time (what is read from the file is
+        held twice only for one block)."""
+        import faiss
         import numpy as np
 
-        if self.matrix.shape[1] not in (0, dimension):  # another model: start afresh
-            self.size, self._row = 0, {}
-        room = max(int(len(self.keys) * _GROWTH), self.size + 64)
-        matrix = np.zeros((room, dimension), np.float32)
-        keys = np.zeros(room, np.int64)
-        bits = _signs(matrix[:room])
-        used = self.size
-        if used:
-            matrix[:used], keys[:used] = self.matrix[:used], self.keys[:used]
-            bits[:, :used] = self.bits[:, :used]
-        self.matrix, self.keys, self.bits = matrix, keys, bits
+        _one_thread()
+        rows = iter(rows)
+        while block := list(islice(rows, _BLOCK)):
+            vectors = np.frombuffer(b"".join(b for _, b in block), np.float32) \
+                .reshape(len(block), -1)
+            if vectors.shape[1] != self.dimension:  # the first vectors, or another model's
+                self.dimension = vectors.shape[1]
+                self.flat = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
+                self.bits, self.learned = None, 0
+            ids = np.fromiter((k for k, _ in block), np.int64, len(block))
+            self.flat.add_with_ids(vectors, ids)
+            if self.bits is not None:
+                self.bits.add_with_ids(vectors, ids)
+
+    def _learn_bits(self) -> None:
+        """Make the bits index from every vector of the copy, the medians learned anew."""
+        import faiss
+
+        size = self.flat.ntotal
+        vectors = self.flat.index.reconstruct_n(0, size)
+        bits = faiss.IndexIDMap(faiss.IndexLSH(self.dimension, self.dimension, False, True))
+        bits.train(vectors)
+        bits.add_with_ids(vectors, faiss.vector_to_array(self.flat.id_map))
+        self.bits, self.learned = bits, size
 
     def nearest(self, vector: Any, depth: int) -> dict[int, float]:
         """The ``depth`` rows nearest ``vector`` (unit length): rowid → cosine distance,
         nearest first."""
         import numpy as np
 
+        _one_thread()
         with self.lock:
-            size = self.size
-            if not size or self.matrix.shape[1] != len(vector):
+            size = self.flat.ntotal if self.dimension else 0
+            if not size or self.dimension != len(vector):
                 return {}
             depth = min(depth, size)
+            query = vector[None, :]
             wanted = max(self.candidates, depth)
             if size <= max(self.exact, wanted):
-                rows = np.arange(size)
-            else:
-                signs = _signs(vector[None, :])[:, 0]
-                hamming = np.bitwise_count(self.bits[0, :size] ^ signs[0]).astype(np.uint16)
-                for word in range(1, len(signs)):
-                    hamming += np.bitwise_count(self.bits[word, :size] ^ signs[word])
-                rows = np.argpartition(hamming, wanted - 1)[:wanted]
-            scores = self.matrix[rows] @ vector if len(rows) < size \
-                else self.matrix[:size] @ vector
-            best = np.argpartition(-scores, depth - 1)[:depth] if depth < len(rows) \
-                else np.arange(len(rows))
+                scores, keys = self.flat.search(query, depth)
+                return {int(k): float(1.0 - s)
+                        for s, k in zip(scores[0], keys[0], strict=True)}
+            if self.bits is None or size > 2 * self.learned:
+                self._learn_bits()
+            keys = self.bits.search(query, wanted)[1][0]
+            scores = self.flat.reconstruct_batch(keys) @ vector
+            best = np.argpartition(-scores, depth - 1)[:depth] if depth < wanted \
+                else np.arange(wanted)
             best = best[np.argsort(-scores[best], kind="stable")]
-            return {int(self.keys[rows[i]]): float(1.0 - scores[i]) for i in best}
+            return {int(keys[i]): float(1.0 - scores[i]) for i in best}
 
 
-def _signs(matrix: Any) -> Any:
-    """The sign of each value, one bit each, packed in 64-bit words: words × rows."""
-    import numpy as np
+def _one_thread() -> None:
+    """faiss answers each search on the request's own thread: its OpenMP team, waiting for
+    cores on a loaded machine shared by the workers, made a search 100× slower
+    (bench/kb_index.py: 140 ms instead of 1.5 ms at load 15 on 2 cores). OpenMP keeps the
+    setting per thread, so each thread makes it before its first call into faiss."""
+    if not getattr(_LOCAL, "faiss_one_thread", False):
+        import faiss
 
-    packed = np.packbits(matrix > 0, axis=1)
-    words = -(-packed.shape[1] // 8)
-    padded = np.zeros((len(matrix), words * 8), np.uint8)
-    padded[:, :packed.shape[1]] = packed
-    return np.ascontiguousarray(padded.view(np.uint64).T)
+        faiss.omp_set_num_threads(1)
+        _LOCAL.faiss_one_thread = True
 
 
 class KbIndex:
