@@ -44,6 +44,14 @@ class QuarryError(Exception):
         self.errors = errors
         self.extra = extra
 
+    def within(self, key: str) -> QuarryError:
+        """This error with its field errors placed under ``key``: where the fields sit in a
+        request body that wraps them (``{"knowledge_base": {…}}``), so that each error's
+        path is its field's path from the body's root."""
+        if self.errors is not None:
+            self.errors = {key: self.errors}
+        return self
+
 
 class BadRequest(QuarryError):
     status = 400

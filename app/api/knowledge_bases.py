@@ -1,5 +1,6 @@
 """Knowledge bases: /api/projects/<project>/knowledge_bases (MindsDB's routes)."""
 
+from ..errors import Unprocessable
 from ..schemas.knowledge_bases import (
     InsertOut,
     KnowledgeBaseIn,
@@ -29,7 +30,10 @@ def list_knowledge_bases(project):
 def create_knowledge_base(body, project):
     """Create a knowledge base."""
     fields = dict(body["knowledge_base"])
-    return service.create_knowledge_base(project, fields.pop("name"), fields)
+    try:
+        return service.create_knowledge_base(project, fields.pop("name"), fields)
+    except Unprocessable as exc:  # the service names the fields within knowledge_base
+        raise exc.within("knowledge_base") from None
 
 
 @blp.route("/<name:name>", methods=["GET"])
@@ -47,7 +51,10 @@ def get_knowledge_base(project, name):
 def insert_into_knowledge_base(body, project, name):
     """Insert rows, or the rows of a query, into a knowledge base (upsert by id)."""
     data = body["knowledge_base"]
-    return service.insert(project, name, rows=data.get("rows"), query=data.get("query"))
+    try:
+        return service.insert(project, name, rows=data.get("rows"), query=data.get("query"))
+    except Unprocessable as exc:
+        raise exc.within("knowledge_base") from None
 
 
 @blp.route("/<name:name>", methods=["DELETE"])

@@ -143,3 +143,11 @@ def test_reranking_settings_are_checked(make_app, tmp_path, rerankers):
     assert rest.status_code == 201, rest.get_json()
     assert rest.get_json()["reranking_model"]["provider"] == "openai"
     assert len(server.calls) == calls  # nothing was searched through a reranker here
+    # Over REST a refused field is named by its path from the body's root, inside the
+    # knowledge_base object it was sent in (a client, or a fuzzer, can find it there).
+    refused = client.post("/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {
+        "name": "badrest", "reranking_model": {"model_name": "m"}}})
+    assert refused.status_code == 422, refused.get_json()
+    assert refused.get_json()["errors"] == {"knowledge_base": {"reranking_model": {
+        "base_url": ["Missing data for required field."]}}}
+    assert client.get("/api/projects/mindsdb/knowledge_bases/badrest").status_code == 404
