@@ -24,9 +24,11 @@ TEST_WORKERS ?= 4
 # gunicorn, Celery worker and flask command a test starts) compiled Quarry's modules and
 # pytest rewrote every test module anew when an environment kept Python from caching
 # bytecode (4 s of CPU per test process at collection alone); __pycache__ is git-ignored.
+# --durations: the slowest tests are listed at the end of every run, where the time goes.
 test: install-test
 	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		--durations=30
 
 lint: install-test
 	$(BIN)/ruff check app tests bench migrations wsgi.py gunicorn.conf.py
