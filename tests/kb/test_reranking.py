@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.store import KnowledgeBase
+from tests.helpers import sql_runner
 
 from .scripted import endpoint_pair
 
@@ -51,9 +52,7 @@ def rerankers():
 
 
 def run(client, query: str) -> dict:
-    response = client.post("/api/sql/query", json={"query": query})
-    assert response.status_code == 200, response.get_data(as_text=True)
-    return response.get_json()
+    return sql_runner(client)(query)
 
 
 def table(body: dict) -> list[dict]:
