@@ -2,10 +2,16 @@
 
 Every web process may run a ``JobScheduler`` (QUARRY_JOBS_SCHEDULER): a thread that looks
 for due jobs every JOBS_POLL_S and claims their slots in the store (``services/jobs.py``:
-an insert that only one process can win). A won slot runs on this process's small pool of
-job threads (JOBS_THREADS) or, when a Celery broker is set, is sent to a Celery worker as a
+an insert that only one process can win). A won slot runs on a job thread of this process
+(at most JOBS_THREADS at once) or, when a Celery broker is set, is sent to a Celery worker as a
 task holding the run's id. It starts with the first request of a process, or when gunicorn forks the
 worker (``after_fork``): never in the master, which forks it.
+
+A process that stops (gunicorn's ``worker_exit``: a restart, a deploy) stops looking,
+cancels the statements its runs have under way and waits a few seconds for them to record
+their end (an error saying the process stopped); the job threads are daemons, so a run that
+does not end by then (a training) never holds the process past that: its run is ended as an
+error at the job's next slot, as for a process that died.
 
 A run executes each statement through ``execute_sql``, the one entry of POST
 /api/sql/query, in a request context whose caller is the job's creator with the rights the
@@ -18,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 from typing import Any
 
 from flask import Flask, current_app
@@ -29,13 +35,15 @@ from ..errors import QuarryError
 from ..extensions import db
 from ..services import access
 from ..services import jobs as job_service
+from ..services.queries import running
 from ..services.trainer import this_process
 from ..sql.errors import SqlError
+from ..sql.running import SHUTDOWN
 from ..telemetry import current_metrics
 from .context import Context
-from .dispatch import execute_sql
 from .jobs import all_last_terms, check_statement, split_statements, stored, with_times
 from .parser import NotParsed, parse_sql_cached
+from .queries import run_query
 
 log = logging.getLogger(__name__)
 EXTENSION_KEY = "quarry.jobs"
@@ -56,7 +64,7 @@ class JobScheduler:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid: int | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._runs: dict[int, threading.Thread] = {}  # run id -> the job thread running it
         self._stop = threading.Event()
         self._wake = threading.Event()   # a job thread came free after a full look
         self._threads = max(1, app.config["JOBS_THREADS"])
@@ -72,8 +80,7 @@ class JobScheduler:
             if self._pid == os.getpid() or self._stop.is_set():
                 return
             self._pid = os.getpid()
-            self._pool = ThreadPoolExecutor(max_workers=self._threads,
-                                            thread_name_prefix="quarry-job")
+            self._runs = {}
             self._thread = threading.Thread(target=self._loop, name="quarry-job-scheduler",
                                             daemon=True)
             self._thread.start()
@@ -113,10 +120,15 @@ class JobScheduler:
             for claim in claimed:
                 if celery is not None:
                     celery.send_task(RUN_JOB_TASK, args=[claim.run_id])
-                elif self._pool is not None and not self._stop.is_set():
+                elif not self._stop.is_set():
+                    # A daemon thread per run (at most JOBS_THREADS: the claims are capped
+                    # by the free ones): a process that stops never waits on one for long.
+                    thread = threading.Thread(target=self._run, args=(claim.run_id,),
+                                              name=f"quarry-job-{claim.run_id}", daemon=True)
                     with self._lock:
                         self._running += 1
-                    self._pool.submit(self._run, claim.run_id)
+                        self._runs[claim.run_id] = thread
+                    thread.start()
         return len(claimed)
 
     def _run(self, run_id: int) -> None:
@@ -129,23 +141,38 @@ class JobScheduler:
                 db.session.remove()
                 with self._lock:
                     self._running -= 1
+                    self._runs.pop(run_id, None)
                 if self._full:
                     self._wake.set()
 
-    def shutdown(self) -> None:
-        """Stop looking, and wait for the runs under way."""
+    def shutdown(self, wait_s: float = 30.0) -> None:
+        """Stop looking; cancel the statements of the runs under way (each run records its
+        end as an error saying so) and wait up to ``wait_s`` for them to end."""
         self._stop.set()
         self._wake.set()
-        thread, pool = self._thread, self._pool
-        if thread is not None:
-            thread.join(timeout=30)
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        deadline = time.monotonic() + wait_s
+        with self._lock:
+            runs = list(self._runs.values())
+        if runs:
+            with self._app.app_context():
+                running().cancel_in_threads({t.ident for t in runs}, SHUTDOWN)
+        thread = self._thread
+        for waited in (thread, *runs):
+            if waited is not None and waited is not threading.current_thread():
+                waited.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def init_jobs(app: Flask) -> None:
     scheduler = app.extensions[EXTENSION_KEY] = JobScheduler(app)
     app.before_request(scheduler.ensure_started)
+
+
+def stop_jobs(app: Flask, wait_s: float) -> None:
+    """In a gunicorn worker that is exiting: its runs are cancelled, and it exits within
+    about ``wait_s`` whatever they do."""
+    scheduler = app.extensions.get(EXTENSION_KEY)
+    if scheduler is not None:
+        scheduler.shutdown(wait_s)
 
 
 def start_jobs(app: Flask) -> None:
@@ -239,7 +266,10 @@ def _reading_new_rows(text: str, plan: job_service.RunPlan,
 
 
 def _execute(text: str, project: str) -> dict[str, Any]:
-    answer = execute_sql(text, project, None)
+    # As POST /api/sql/query runs it: listed among the running statements (GET
+    # /api/sql/queries), under the time limit, cancellable by DELETE and by a stopping process.
+    answer = run_query(text, project, None, timeout_s=None, response_format="json",
+                       user=access.actor_name()).body or {}
     if answer.get("type") == "error":
         raise JobFailed(f"{_shown(text)}: {answer.get('error_message')}")
     return answer

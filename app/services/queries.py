@@ -114,6 +114,14 @@ class RunningStatements:
         except Exception as exc:  # noqa: BLE001 - the row goes stale and is swept later
             log.warning("running query %s not removed from the store: %s", statement.id, exc)
 
+    def cancel_in_threads(self, threads: set[int | None], reason: str) -> int:
+        """Cancel the statements run by ``threads`` of this process; how many."""
+        with self._lock:
+            chosen = [s for s in self._items.values() if s.thread in threads]
+        for statement in chosen:
+            statement.cancel(reason)
+        return len(chosen)
+
     def local(self, query_id: str) -> Statement | None:
         with self._lock:
             return self._items.get(query_id)

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 # Why a statement was stopped by someone other than the database's own time limit.
 CANCELLED, TIME_LIMIT, CLIENT_GONE = "cancelled", "time limit", "client gone"
+SHUTDOWN = "process stopping"
 
 
 class Statement:
@@ -43,7 +44,8 @@ class Statement:
         self.rows_sent = 0
         self.backend_id: str | None = None
         self.deadline: float | None = None    # monotonic; the whole stream's time limit
-        self.stopped: str | None = None       # CANCELLED, TIME_LIMIT, CLIENT_GONE
+        self.stopped: str | None = None       # CANCELLED, TIME_LIMIT, CLIENT_GONE, SHUTDOWN
+        self.thread = threading.get_ident()   # the thread running it (it makes it)
         # A federated statement's legs (app/federation/plan.py: source, sql, rows).
         self.legs: list[Any] = []
         # Set by the registry: asks the store whether another process requested a cancel
@@ -123,6 +125,9 @@ class Statement:
             limit = f" of {timeout_s:g} s" if timeout_s else ""
             return SqlError(ErrorCode.TIME_LIMIT,
                             f"The statement was cancelled: it ran past the time limit{limit}")
+        if self.stopped == SHUTDOWN:
+            return SqlError(ErrorCode.CANCELLED, "The statement was cancelled: the Quarry "
+                                                 "process running it was stopping")
         if self.stopped == CLIENT_GONE:
             return SqlError(ErrorCode.CANCELLED, "The statement was cancelled: the client "
                                                  "closed the connection")
