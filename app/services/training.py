@@ -392,6 +392,15 @@ def check_training_query(source: str, query: str, target: str,
                        f"training query returns: {listed}")
             title = "Unknown PREDICT column" if key == "predict" else "Unknown column"
             raise Unprocessable(message, title=title, errors={key: [message]})
+    seen: dict[str, str] = {}  # training finds a column by its name, in any case
+    for name in columns:
+        if (first := seen.get(name.casefold())) is not None:
+            also = "" if first == name else f" (also as '{first}')"
+            message = (f"The training query returns the column '{name}' more than once"
+                       f"{also}: give each column a name of its own (AS …)")
+            raise Unprocessable(message, title="Invalid training query",
+                                errors={"query": [message]})
+        seen[name.casefold()] = name
 
 
 def _qualified_source(query: str, registry: SourceRegistry) -> str:

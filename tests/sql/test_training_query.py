@@ -47,9 +47,17 @@ def test_two_columns_of_one_name_are_read_without_running_the_query(project, sou
         "query": f"CREATE MODEL {name}.m FROM {source} "
                  "(SELECT a.n, b.n, a.y FROM big a, big b, big c, big d) PREDICT x"})
     assert_problem(response, 422, "'x'", "n, n, y")
-    accepted = client.post(f"/api/projects/{name}/models", json={
+    # Two columns of one name cannot both be trained on (the second hid the first, and the
+    # training failed inside): refused at once, naming it; renamed, it trains.
+    refused = client.post(f"/api/projects/{name}/models", json={
         "query": f"CREATE MODEL {name}.m FROM {source} (SELECT a.n, b.n, a.y FROM big a "
                  "JOIN big b ON b.n = a.n ORDER BY a.n LIMIT 10) PREDICT y"})
+    body = assert_problem(refused, 422, "'n'", "more than once", "AS")
+    assert body["title"] == "Invalid training query"
+    assert _models(client, name) == []
+    accepted = client.post(f"/api/projects/{name}/models", json={
+        "query": f"CREATE MODEL {name}.m FROM {source} (SELECT a.n, b.n AS n2, a.y FROM big "
+                 "a JOIN big b ON b.n = a.n ORDER BY a.n LIMIT 10) PREDICT y"})
     assert accepted.status_code in (200, 201), accepted.get_json()
 
 
