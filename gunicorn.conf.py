@@ -139,10 +139,11 @@ def pre_fork(server, worker):
 
 def worker_exit(server, worker):
     # A worker that stops (a restart, a deploy) after serving: its jobs' runs are cancelled
-    # and record their end, its store connections are closed, its log is flushed, and it
-    # ends there. Python's own exit would first wait on every library's threads: a job run's
-    # (held the whole graceful_timeout, then killed), and DuckDB's, whose clean-up joined
-    # threads that never ended (seen under the console's tests: 60 s a stop).
+    # and record their end, its training finishes, its store connections are closed, its
+    # log is flushed, and it ends there. Python's own exit would also wait on every
+    # library's threads: a job run's (held the whole graceful_timeout, then killed), and
+    # DuckDB's, whose clean-up joined threads that never ended (the console's tests: 60 s
+    # a stop).
     if not worker.booted or worker.alive:
         return  # a worker that failed: gunicorn's exit code says how
     app = server.app.wsgi()
@@ -151,6 +152,11 @@ def worker_exit(server, worker):
     from app.sql.sources import current_sources
 
     stop_jobs(app, wait_s=min(10.0, graceful_timeout))
+    # A training under way here finishes first (gunicorn kills the worker at
+    # graceful_timeout); one still queued is dropped, and reads as interrupted.
+    trainer = app.extensions.get("quarry.trainer")
+    if trainer is not None:
+        trainer.shutdown()
     with app.app_context():
         current_sources().dispose()  # the data sources' sessions end as a client's should
         db.engine.dispose()

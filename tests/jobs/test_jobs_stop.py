@@ -1,6 +1,8 @@
-"""A worker that is told to stop (SIGTERM: a restart, a deploy) while one of its job runs is
-under way cancels the run's statement, records the run's end, and exits at once: it used to
-wait for the run, held past gunicorn's graceful_timeout and then killed."""
+"""A job's statement runs as a statement of POST /api/sql/query does: listed among the running
+statements and stopped by DELETE /api/sql/queries/<id>. A worker that is told to stop
+(SIGTERM: a restart, a deploy) while one of its job runs is under way cancels the run's
+statement, records the run's end, and exits at once: it used to wait for the run, held past
+gunicorn's graceful_timeout and then killed."""
 
 from __future__ import annotations
 
@@ -16,23 +18,43 @@ from tests.models.test_failures import SLOW_SELECT
 pytestmark = pytest.mark.slow
 
 
+def _history(url: str, job: str) -> list[dict]:
+    answer = requests.get(f"{url}/api/projects/mindsdb/jobs/{job}/history", timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def _until(check, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+    return found
+
+
 def test_a_stopping_worker_cancels_its_run_records_it_and_exits(tmp_path, sqlite_template):
     # The run's statement may take 120 s; gunicorn waits graceful_timeout (150 s) for a
     # worker before it kills it.
     env = migrated_sqlite_env(tmp_path, sqlite_template, QUARRY_JOBS_POLL_S="0.1",
                               QUARRY_SQL_TIMEOUT_S="120", QUARRY_PRELOAD_ML="false")
     with serving(env, tmp_path / "logs") as server:
-        made = requests.post(f"{server.url}/api/sql/query", timeout=30,
-                             json={"query": f"CREATE JOB slow ({SLOW_SELECT})"})
-        assert made.json()["type"] == "ok", made.json()
-        deadline = time.monotonic() + 60
-        while True:
-            history = requests.get(f"{server.url}/api/projects/mindsdb/jobs/slow/history",
-                                   timeout=30).json()
-            if history and history[0]["outcome"] == "running":
-                break
-            assert time.monotonic() < deadline, history
-            time.sleep(0.1)
+        for job in ("cancelled", "stopped"):
+            made = requests.post(f"{server.url}/api/sql/query", timeout=30,
+                                 json={"query": f"CREATE JOB {job} ({SLOW_SELECT})"})
+            assert made.json()["type"] == "ok", made.json()
+            _until(lambda job=job: (_history(server.url, job) or [{}])[0].get("outcome")
+                   == "running")
+            if job == "cancelled":
+                listed = _until(lambda: [q for q in requests.get(
+                    f"{server.url}/api/sql/queries", timeout=30).json()
+                    if "WITH RECURSIVE" in q["statement"]])
+                assert len(listed) == 1, listed
+                gone = requests.delete(f"{server.url}/api/sql/queries/{listed[0]['query_id']}",
+                                       timeout=30)
+                assert gone.status_code in (200, 202, 204), gone.text
+                run = _until(lambda: (lambda h: h[0] if h[0]["end_at"] else None)(
+                    _history(server.url, "cancelled")))
+                assert run["outcome"] == "error" and "cancelled" in run["error"], run
         time.sleep(0.5)  # the statement is in the database by now
         asked = time.monotonic()
         assert server.stop() == 0
@@ -42,7 +64,8 @@ def test_a_stopping_worker_cancels_its_run_records_it_and_exits(tmp_path, sqlite
     # Far from the 150 s a worker waiting on its run took (the run itself: 120 s).
     assert took < 60, (took, log)
     with sqlite3.connect(tmp_path / "store.db") as store:
-        runs = store.execute("SELECT outcome, error, ended_at FROM job_runs").fetchall()
+        runs = store.execute("SELECT r.outcome, r.error, r.ended_at FROM job_runs r JOIN "
+                             "jobs j ON j.id = r.job_id WHERE j.name = 'stopped'").fetchall()
     store.close()
     assert len(runs) == 1, runs
     outcome, error, ended_at = runs[0]
