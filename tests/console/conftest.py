@@ -83,6 +83,11 @@ def console_server(tmp_path_factory, session_dir) -> Iterator[dict]:
         token = _add_user_and_token(env)
         with serving(env, tmp) as live:
             yield {"url": live.url, "token": token, "pg_url": pg_url, "tmp": tmp}
+    # Its workers stopped by themselves: none was held past graceful_timeout and killed (a
+    # worker's exit once waited on DuckDB's threads, 60 s a stop, once the console's tests
+    # had used the engine).
+    log = (tmp / "stderr.log").read_text()
+    assert "SIGKILL" not in log and "Worker exiting" in log, log[-3000:]
 
 
 @pytest.hookimpl(hookwrapper=True)
