@@ -61,8 +61,8 @@ from .statements import ok_body
 Body = dict[str, Any]
 LOG_DATABASE = "log"
 TEMPLATES = ("{{START_DATETIME}}", "{{PREVIOUS_START_DATETIME}}")
-_ALLOWED = ("RETRAIN, FINETUNE, INSERT INTO a knowledge base, CREATE VIEW, ALTER VIEW, "
-            "CREATE TABLE files.<name> (SELECT …) and SELECT")
+_ALLOWED = ("RETRAIN, FINETUNE, INSERT INTO a knowledge base, CREATE [OR REPLACE] VIEW, "
+            "ALTER VIEW, CREATE TABLE files.<name> (SELECT …) and SELECT")
 _SAMPLE_TIME = "2000-01-01 00:00:00"
 
 

@@ -7,6 +7,7 @@ statement carries (USING options, skill and agent parameters) into plain Python 
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import re
 import warnings
@@ -14,6 +15,7 @@ from typing import Any
 
 from mindsdb_sql_parser import parse_sql
 from mindsdb_sql_parser.ast import Constant, Identifier
+from mindsdb_sql_parser.ast.mindsdb import AlterView, CreateView
 from sly.lex import LexError
 
 from ..lru import LruCache
@@ -54,13 +56,35 @@ def parse_sql_cached(query: str) -> Any:
     try:
         tree = parse_sql(query)
     except Exception:  # noqa: BLE001 - the parser raises assorted types
-        _PARSED.put(query, _REFUSED)
-        raise NotParsed from None
+        tree = _or_replace_view(query)
+        if tree is None:
+            _PARSED.put(query, _REFUSED)
+            raise NotParsed from None
     try:
         _PARSED.put(query, pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:  # noqa: BLE001 - a tree that cannot be pickled is just not kept
         pass
     return tree
+
+
+def _or_replace_view(query: str) -> Any:
+    """``CREATE OR REPLACE VIEW p.v [FROM db] AS (…)``, which the MindsDB parser does not
+    know, as the ALTER VIEW it knows (which creates the view when there is none, and replaces
+    it otherwise); None for any other text. The words are found by the parser's own lexer,
+    and the rest of the statement is read by the parser as ``CREATE VIEW``."""
+    try:
+        words = list(itertools.islice(MindsDBLexer().tokenize(query), 4))
+    except LexError:
+        return None
+    if [w.type for w in words] != ["CREATE", "OR", "REPLACE", "VIEW"]:
+        return None
+    try:
+        tree = parse_sql(query[:words[1].index] + query[words[3].index:])
+    except Exception:  # noqa: BLE001 - the parser raises assorted types
+        return None
+    if not isinstance(tree, CreateView) or tree.if_not_exists:
+        return None  # CREATE OR REPLACE VIEW IF NOT EXISTS says two things at once
+    return AlterView(name=tree.name, query_str=tree.query_str, from_table=tree.from_table)
 
 
 def plain(value: Any) -> Any:

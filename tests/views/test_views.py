@@ -82,6 +82,23 @@ def test_a_view_is_checked_when_it_is_created(client):
     assert [n for n, _ in ok(client, "SHOW VIEWS")["data"]] == ["a", "b"]
 
 
+def test_create_or_replace_view_creates_then_replaces(client):
+    # Not in MindsDB's parser: read as ALTER VIEW, which makes the view when it is missing.
+    ok(client, "CREATE OR REPLACE VIEW mindsdb.r AS (SELECT * FROM demo.iris LIMIT 3)")
+    assert ok(client, "SELECT count(*) FROM mindsdb.r")["data"] == [[3]]
+    ok(client, "create or replace view r from demo (SELECT * FROM iris LIMIT 4)")
+    assert ok(client, "SELECT count(*) FROM mindsdb.r")["data"] == [[4]]
+    # Checked as CREATE VIEW is, and a refused one leaves the view as it was.
+    error(client, "CREATE OR REPLACE VIEW r AS (DELETE FROM demo.iris)", "DELETE")
+    error(client, "CREATE OR REPLACE VIEW r AS (SELECT * FROM mindsdb.r)", "reads itself")
+    assert ok(client, "SELECT count(*) FROM mindsdb.r")["data"] == [[4]]
+    assert [n for n, _ in ok(client, "SHOW VIEWS")["data"]] == ["r"]
+    # What a job may run to keep a view current (issue 33's list).
+    ok(client, "CREATE JOB refresh (CREATE OR REPLACE VIEW mindsdb.r AS "
+               "(SELECT * FROM demo.iris LIMIT 5)) EVERY hour")
+    assert ok(client, "SHOW JOBS")["data"][0][0] == "refresh"
+
+
 def test_drop_view(client):
     ok(client, "CREATE VIEW v AS (SELECT 1 AS x)")
     ok(client, "DROP VIEW v")
