@@ -4,14 +4,20 @@ other leg's column holds (a table and a column referring to its key: the filter 
 every row, and the larger leg would only wait).
 
 Each statement here is one the process never ran: what EXPLAIN shows comes from the
-sources' statistics alone, and the first run is the one checked.
+sources' statistics alone, and the first run is the one checked. A gunicorn worker opens
+its connections to the data sources when it starts, before its first statement.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import time
 
 import pytest
+import requests
+
+from tests.live import quarry_env, serving, sqlite_store
 
 from .conftest import ONE_DB, SPLIT_DB, _mysql, _pg
 from .test_dynamic_filter import _run
@@ -77,3 +83,53 @@ def test_the_keys_of_a_small_whole_table_still_cut_the_larger_leg(
     rows, filters = _run(fed_app, split)
     assert [list(row) for row in rows] == want
     assert filters == [['"r"."thing_id" IN 5 keys of leg_1'], []], filters
+
+
+def _idle(conn) -> dict[int, str]:
+    """Idle backends of the split database: pid -> last statement. An ADBC session's is
+    its ROLLBACK (``sql/native.py``), a pooled connection's DISCARD ALL (``sources.py``)."""
+    return dict(conn.execute("SELECT pid, query FROM pg_stat_activity WHERE datname = %s "
+                             "AND state = 'idle'", (SPLIT_DB,)).fetchall())
+
+
+def _maria_sessions() -> set[int]:
+    with contextlib.closing(_mysql()) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id FROM information_schema.processlist WHERE db = %s",
+                    (SPLIT_DB,))
+        return {row[0] for row in cur.fetchall()}
+
+
+@pytest.mark.slow
+def test_a_worker_opens_its_sources_before_its_first_statement(
+        fed_sources, sqlite_template, tmp_path):
+    sources = json.dumps({k: v for k, v in fed_sources.items() if k in ("pg", "maria")})
+    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp_path),
+                     QUARRY_INSTANCE_PATH=str(tmp_path), QUARRY_DATA_SOURCES=sources,
+                     QUARRY_DEMO_SOURCE="false", QUARRY_WORKERS="1",
+                     QUARRY_FEDERATION_MEMORY=str(64 * 1024 * 1024))
+    with _pg(SPLIT_DB) as conn:
+        before, maria_before = set(_idle(conn)), _maria_sessions()
+        with serving(env, tmp_path) as server:
+            # No request yet: the worker opened a pooled connection to each source and an
+            # ADBC session to PostgreSQL at its start (in the background: it may take a
+            # moment on a busy machine).
+            for _ in range(100):
+                opened = {pid: query for pid, query in _idle(conn).items()
+                          if pid not in before}
+                maria = _maria_sessions() - maria_before
+                if sorted(opened.values()) == ["DISCARD ALL", "ROLLBACK"] and maria:
+                    break
+                time.sleep(0.1)
+            assert sorted(opened.values()) == ["DISCARD ALL", "ROLLBACK"], opened
+            assert len(maria) == 1, maria
+            adbc = next(pid for pid, query in opened.items() if query == "ROLLBACK")
+            # The first federated statement reads its PostgreSQL leg in that session.
+            sql = ("SELECT o.id, c.name FROM pg.orders o JOIN maria.customers c "
+                   "ON c.id = o.customer_id WHERE o.id < 4 ORDER BY o.id")
+            body = requests.post(server.url + "/api/sql/query", json={"query": sql},
+                                 timeout=60).json()
+            assert body.get("data") == [[2, "Fatima 🌍"], [3, "Émile"]], body
+            # (an ADBC session is idle after its ROLLBACK; no other was opened)
+            after = [pid for pid, query in _idle(conn).items()
+                     if pid not in before and query == "ROLLBACK"]
+            assert after == [adbc], (after, adbc)
