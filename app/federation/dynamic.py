@@ -144,7 +144,7 @@ def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes
             kept.put(key, (source, now, found or 0))  # 0: the source keeps no figure
 
     estimate_legs(list(linked.values()), registry, sizes, timeout_s, kept, ttl_s,
-                  [lambda key=key, args=args: count(key, *args)
+                  [(args[0].name, lambda key=key, args=args: count(key, *args))
                    for key, args in columns.items()])
     for link in links:
         if not whole(link.source) or link.target.source.dialect not in _COUNTED:
@@ -178,11 +178,13 @@ def _distinct_key(source: DataSource, table: exp.Table, column: str) -> tuple[st
 
 def estimate_legs(legs: list[Leg], registry: SourceRegistry, sizes: Sizes,
                   timeout_s: float, kept: Estimates, ttl_s: float,
-                  more: list[Callable[[], None]] = ()) -> None:
-    """Ask each source the rows of ``legs``, all at once (legs whose size this process
-    knows already are not asked, nor a leg of the same SQL on the same source asked less
-    than ``ttl_s`` ago: ``kept``); sets ``leg.estimate``. ``more``: other questions to the
-    sources, asked at the same time."""
+                  more: list[tuple[str, Callable[[], None]]] = ()) -> None:
+    """Ask each source the rows of ``legs``, the sources at once (legs whose size this
+    process knows already are not asked, nor a leg of the same SQL on the same source
+    asked less than ``ttl_s`` ago: ``kept``); sets ``leg.estimate``. ``more``: other
+    questions to the sources (by source name), asked with them. One source's questions
+    are asked one after another, on one connection of its pool (a worker opened it at its
+    start) rather than on as many new ones."""
     now = time.monotonic()
     wanted = []
     for leg in legs:
@@ -207,14 +209,22 @@ def estimate_legs(legs: list[Leg], registry: SourceRegistry, sizes: Sizes,
         if leg.estimate is not None and ttl_s > 0:
             kept.put((leg.source.name.lower(), leg.sql), (leg.source, now, leg.estimate))
 
-    jobs = [lambda leg=leg: one(leg) for leg in wanted] + list(more)
-    if len(jobs) <= 1:
+    by_source: dict[str, list[Callable[[], None]]] = {}
+    for name, job in [(leg.source.name, lambda leg=leg: one(leg)) for leg in wanted] + \
+            list(more):
+        by_source.setdefault(name, []).append(job)
+
+    def ask(jobs: list[Callable[[], None]]) -> None:
         for job in jobs:
             job()
+
+    if len(by_source) <= 1:
+        for jobs in by_source.values():
+            ask(jobs)
         return
-    with ThreadPoolExecutor(max_workers=min(len(jobs), 4),
+    with ThreadPoolExecutor(max_workers=min(len(by_source), 4),
                             thread_name_prefix="quarry-estimate") as pool:
-        for future in [pool.submit(job) for job in jobs]:
+        for future in [pool.submit(ask, jobs) for jobs in by_source.values()]:
             future.result()
 
 
