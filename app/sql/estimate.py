@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -48,49 +49,43 @@ def estimate_rows(source: DataSource, sql: str, timeout_s: float,
                   bound: int = SQLITE_BOUND) -> int | None:
     """The rows the gated SELECT ``sql`` (no parameters) is expected to return on
     ``source``; None when the source gives no figure."""
-    timeout_s = max(min(timeout_s, MAX_SECONDS), 0.001)
-    try:
-        conn = checkout(source)
-    except Exception:  # busy or down: the statement itself will say so
-        return None
-    try:
-        if source.dialect == "postgresql":
-            return _postgresql(conn, sql, timeout_s)
-        if source.dialect == "mysql":
-            return _mysql(conn, sql, timeout_s)
-        if source.dialect == "sqlite":
-            return _sqlite(conn, sql, timeout_s, bound)
-        return None
-    except Exception as exc:  # no statistics, a time limit: plan without the figure
-        log.debug("no row estimate from %s: %s", source.name, exc)
-        if conn.is_valid:
-            conn.invalidate()  # its transaction state is unknown: never back to the pool
-        return None
-    finally:
-        conn.close()
+    return _ask(source, timeout_s, "row estimate", {
+        "postgresql": lambda conn, left: _postgresql(conn, sql, left),
+        "mysql": lambda conn, left: _mysql(conn, sql, left),
+        "sqlite": lambda conn, left: _sqlite(conn, sql, left, bound)})
 
 
 def distinct_values(source: DataSource, schema: str | None, table: str, column: str,
                     timeout_s: float) -> int | None:
     """How many different non-NULL values ``column`` of ``table`` (in ``schema``, or the
     connection's own) holds, by the source's statistics; None when it keeps none."""
-    timeout_s = max(min(timeout_s, MAX_SECONDS), 0.001)
+    asks: dict[str, Callable[[Any, float], int | None]] = {
+        "postgresql": lambda conn, left: _postgresql_distinct(conn, schema, table, column,
+                                                              left),
+        "mysql": lambda conn, left: _mysql_distinct(conn, schema, table, column, left)}
+    if schema is None:
+        asks["sqlite"] = lambda conn, left: _sqlite_distinct(conn, table, column, left,
+                                                             SQLITE_BOUND)
+    return _ask(source, timeout_s, "count of values", asks)
+
+
+def _ask(source: DataSource, timeout_s: float, what: str,
+         asks: dict[str, Callable[[Any, float], int | None]]) -> int | None:
+    """One question to ``source`` on a pooled connection (``asks``: by dialect), given at
+    most MAX_SECONDS; None when it cannot answer, never an error."""
+    ask = asks.get(source.dialect)
+    if ask is None:
+        return None
     try:
         conn = checkout(source)
     except Exception:  # busy or down: the statement itself will say so
         return None
     try:
-        if source.dialect == "postgresql":
-            return _postgresql_distinct(conn, schema, table, column, timeout_s)
-        if source.dialect == "mysql":
-            return _mysql_distinct(conn, schema, table, column, timeout_s)
-        if source.dialect == "sqlite" and schema is None:
-            return _sqlite_distinct(conn, table, column, timeout_s, SQLITE_BOUND)
-        return None
+        return ask(conn, max(min(timeout_s, MAX_SECONDS), 0.001))
     except Exception as exc:  # no statistics, a time limit: plan without the figure
-        log.debug("no distinct count from %s: %s", source.name, exc)
+        log.debug("no %s from %s: %s", what, source.name, exc)
         if conn.is_valid:
-            conn.invalidate()
+            conn.invalidate()  # its transaction state is unknown: never back to the pool
         return None
     finally:
         conn.close()
