@@ -138,7 +138,8 @@ def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes
             counted[key] = known[2] or None
             return
         with app.app_context():
-            found = distinct_values(source, table.db or None, table.name, column, timeout_s)
+            found = distinct_values(source, *_stored_names(source, table), column,
+                                    timeout_s)
         counted[key] = found
         if ttl_s > 0:
             kept.put(key, (source, now, found or 0))  # 0: the source keeps no figure
@@ -169,6 +170,19 @@ def _table_column(leg: Leg, name: str) -> tuple[exp.Table, str]:
     table = next((t for t, alias in leg.joined if alias.lower() == column.table.lower()),
                  leg.table)
     return table, column.name
+
+
+def _stored_names(source: DataSource, table: exp.Table) -> tuple[str | None, str]:
+    """The table's schema (None: the connection's own) and name as the source's catalog
+    holds them: PostgreSQL folds a name written without quotes to lower case."""
+
+    def stored(part: exp.Expression | None) -> str | None:
+        if not isinstance(part, exp.Identifier) or not part.name:
+            return None
+        folded = source.dialect == "postgresql" and not part.args.get("quoted")
+        return part.name.lower() if folded else part.name
+
+    return stored(table.args.get("db")), stored(table.this) or table.name
 
 
 def _distinct_key(source: DataSource, table: exp.Table, column: str) -> tuple[str, str]:
