@@ -35,7 +35,7 @@ from .services.credentials import instance_key
 from .services.databases import init_databases
 from .services.files import file_tables, remove_stale_parts
 from .services.queries import init_queries
-from .services.startup import check_store, open_engine_in_worker
+from .services.startup import check_store, open_engine_in_worker, open_sources_in_worker
 from .services.trainer import init_trainer
 from .sql import init_sources
 from .sql.files import files_source
@@ -228,11 +228,13 @@ def after_fork(app: Flask) -> None:
     worker's socket reads; each worker drops them, without closing the master's, and opens
     its own. Two malloc arenas per worker keep the memory of large results compact. A worker
     started in place of one that died removes the upload parts the dead one left. Where the
-    master preloaded the federation engine's modules, the worker opens its engine now.
+    master preloaded the federation engine's modules, the worker opens its engine now, and a
+connection to each data source in the background.
     """
     with app.app_context():
         db.engine.dispose(close=False)
     limit_arenas(2)
     remove_stale_parts(app)
     open_engine_in_worker(app)
+    open_sources_in_worker(app)
     start_jobs(app)

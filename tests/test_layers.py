@@ -51,6 +51,7 @@ LAZY_IMPORTS = {
     ("app.sql.stream", "app.sql.native"): "loads ADBC on the first native stream",
     ("app.sql.formats", "app.sql.native"): "writes batches only a native stream made",
     ("app.federation.legs", "app.sql.native"): "casts batches only a native stream made",
+    ("app.sql.execute", "app.sql.native"): "opens an ADBC session only where engine is preloaded",
     # Celery loads only with a broker configured (else in a Celery worker, via wsgi.celery).
     ("app", "app.tasks"): "loads Celery only when a broker is configured",
 }

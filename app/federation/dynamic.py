@@ -20,6 +20,13 @@ well the first time it runs, on whichever worker gets it. The rows a leg of the 
 (literals aside) sent when it last ran in this process, when known, replace the estimate:
 they refine a plan, they never gate it.
 
+A leg that reads a whole table (no condition) gives as keys every value its column holds.
+When the sources' statistics count at least almost as many of them (``USELESS``) as the
+other leg's column holds values (``sql/estimate.distinct_values``: a table's key and a column
+referring to it), the filter would keep nearly every row: the other leg does not wait for
+it (``Link.covered``), from the first run on. Statistics cannot tell whether two sets of
+values overlap; equally many values on both sides are taken to be the same ones.
+
 Keys are compared only with a column of the same kind (integers, exact decimals, dates or
 timestamps with their own kind; text with text) of a source that declares its types
 (PostgreSQL, MariaDB/MySQL, and SQLite's declared INTEGER and TEXT columns); a source that
@@ -33,15 +40,16 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import current_app
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from ..sql.estimate import estimate_rows
+from ..sql.estimate import distinct_values, estimate_rows
 from ..sql.gate import gate
-from ..sql.sources import SourceRegistry
+from ..sql.sources import DataSource, SourceRegistry
 from . import files
 from .engine import Estimates, Session, Sizes
 from .plan import Leg, Link, leg_sql, source_column
@@ -51,6 +59,8 @@ from .plan import Leg, Link, leg_sql, source_column
 SMALLER = 10
 # Filters that keep this share of a leg's rows or more are not worth waiting for.
 USELESS = 0.8
+# Sources whose statistics count a column's values (``sql/estimate.distinct_values``).
+_COUNTED = ("postgresql", "mysql", "sqlite")
 
 
 def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Link]]:
@@ -65,7 +75,7 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
     chosen: dict[str, list[Link]] = {}
     for link in links:
         small, large = size_of(link.source, sizes), size_of(link.target, sizes)
-        if small is None or large is None:  # neither estimated nor read before
+        if small is None or large is None or link.covered:  # not estimated, or useless
             continue
         if (small, link.source.index) >= (large, link.target.index) or \
                 sizes.get(_useless_shape(link)):
@@ -106,16 +116,89 @@ def size_note(leg: Leg, sizes: Sizes) -> str:
 def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes: Sizes,
              timeout_s: float, kept: Estimates, ttl_s: float) -> None:
     """Ask each source the rows of its legs that a dynamic filter may join (see
-    ``estimate_legs``)."""
+    ``estimate_legs``), and, for a link whose source leg reads a whole table, how many
+    values its column and the target's column hold (``covered``), all at once."""
     linked = {id(leg): leg for link in links for leg in (link.source, link.target)}
-    estimate_legs(list(linked.values()), registry, sizes, timeout_s, kept, ttl_s)
+    columns: dict[tuple[str, str], tuple[DataSource, exp.Table, str]] = {}
+    for link in links:
+        if whole(link.source) and link.target.source.dialect in _COUNTED:
+            for leg, name in ((link.source, link.source_column),
+                              (link.target, link.target_column)):
+                table, column = _table_column(leg, name)
+                columns.setdefault(_distinct_key(leg.source, table, column),
+                                   (leg.source, table, column))
+    counted: dict[tuple[str, str], int | None] = {}
+    app = current_app._get_current_object()
+
+    def count(key: tuple[str, str], source: DataSource, table: exp.Table,
+              column: str) -> None:
+        known = kept.get(key) if ttl_s > 0 else None
+        now = time.monotonic()
+        if known is not None and known[0] is source and now - known[1] < ttl_s:
+            counted[key] = known[2] or None
+            return
+        with app.app_context():
+            found = distinct_values(source, *_stored_names(source, table), column,
+                                    timeout_s)
+        counted[key] = found
+        if ttl_s > 0:
+            kept.put(key, (source, now, found or 0))  # 0: the source keeps no figure
+
+    estimate_legs(list(linked.values()), registry, sizes, timeout_s, kept, ttl_s,
+                  [(args[0].name, lambda key=key, args=args: count(key, *args))
+                   for key, args in columns.items()])
+    for link in links:
+        if not whole(link.source) or link.target.source.dialect not in _COUNTED:
+            continue
+        keys = counted.get(_distinct_key(link.source.source,
+                                         *_table_column(link.source, link.source_column)))
+        values = counted.get(_distinct_key(link.target.source,
+                                           *_table_column(link.target, link.target_column)))
+        link.covered = keys is not None and values is not None and keys >= values * USELESS
+
+
+def whole(leg: Leg) -> bool:
+    """Whether the leg reads every row of one table (no condition, no limit): its keys
+    are then every value its column holds, which the source's statistics count."""
+    return not leg.joined and not leg.filters and leg.limit is None and \
+        leg.source.dialect in _COUNTED
+
+
+def _table_column(leg: Leg, name: str) -> tuple[exp.Table, str]:
+    """The table (as its source names it) and column that the leg's column ``name`` reads."""
+    column = source_column(leg, name)
+    table = next((t for t, alias in leg.joined if alias.lower() == column.table.lower()),
+                 leg.table)
+    return table, column.name
+
+
+def _stored_names(source: DataSource, table: exp.Table) -> tuple[str | None, str]:
+    """The table's schema (None: the connection's own) and name as the source's catalog
+    holds them: PostgreSQL folds a name written without quotes to lower case."""
+
+    def stored(part: exp.Expression | None) -> str | None:
+        if not isinstance(part, exp.Identifier) or not part.name:
+            return None
+        folded = source.dialect == "postgresql" and not part.args.get("quoted")
+        return part.name.lower() if folded else part.name
+
+    return stored(table.args.get("db")), stored(table.this) or table.name
+
+
+def _distinct_key(source: DataSource, table: exp.Table, column: str) -> tuple[str, str]:
+    """How ``kept`` holds a column's count of values beside the legs' estimates."""
+    return source.name.lower(), f"distinct values of {table.sql()}.{column}"
 
 
 def estimate_legs(legs: list[Leg], registry: SourceRegistry, sizes: Sizes,
-                  timeout_s: float, kept: Estimates, ttl_s: float) -> None:
-    """Ask each source the rows of ``legs``, all at once (legs whose size this process
-    knows already are not asked, nor a leg of the same SQL on the same source asked less
-    than ``ttl_s`` ago: ``kept``); sets ``leg.estimate``."""
+                  timeout_s: float, kept: Estimates, ttl_s: float,
+                  more: list[tuple[str, Callable[[], None]]] = ()) -> None:
+    """Ask each source the rows of ``legs``, the sources at once (legs whose size this
+    process knows already are not asked, nor a leg of the same SQL on the same source
+    asked less than ``ttl_s`` ago: ``kept``); sets ``leg.estimate``. ``more``: other
+    questions to the sources (by source name), asked with them. One source's questions
+    are asked one after another, on one connection of its pool (a worker opened it at its
+    start) rather than on as many new ones."""
     now = time.monotonic()
     wanted = []
     for leg in legs:
@@ -140,13 +223,22 @@ def estimate_legs(legs: list[Leg], registry: SourceRegistry, sizes: Sizes,
         if leg.estimate is not None and ttl_s > 0:
             kept.put((leg.source.name.lower(), leg.sql), (leg.source, now, leg.estimate))
 
-    if len(wanted) <= 1:
-        for leg in wanted:
-            one(leg)
+    by_source: dict[str, list[Callable[[], None]]] = {}
+    for name, job in [(leg.source.name, lambda leg=leg: one(leg)) for leg in wanted] + \
+            list(more):
+        by_source.setdefault(name, []).append(job)
+
+    def ask(jobs: list[Callable[[], None]]) -> None:
+        for job in jobs:
+            job()
+
+    if len(by_source) <= 1:
+        for jobs in by_source.values():
+            ask(jobs)
         return
-    with ThreadPoolExecutor(max_workers=min(len(wanted), 4),
+    with ThreadPoolExecutor(max_workers=min(len(by_source), 4),
                             thread_name_prefix="quarry-estimate") as pool:
-        for future in [pool.submit(one, leg) for leg in wanted]:
+        for future in [pool.submit(ask, jobs) for jobs in by_source.values()]:
             future.result()
 
 

@@ -89,6 +89,9 @@ class Link:
     source_column: str               # in the source leg's engine table
     target: Leg
     target_column: str               # in the target leg's engine table
+    # The source leg's keys are most of the target column's values, by the sources'
+    # statistics (``dynamic.estimate``): the filter would keep most rows, so no wait.
+    covered: bool = False
 
 
 @dataclass
@@ -134,8 +137,8 @@ def fresh(plan: Plan) -> Plan:
     legs = [replace(leg, dynamic=[], rows=0, state="waiting", estimate=None)
             for leg in plan.legs]
     new = {id(old): leg for old, leg in zip(plan.legs, legs, strict=True)}
-    links = [replace(link, source=new[id(link.source)], target=new[id(link.target)])
-             for link in plan.links]
+    links = [replace(link, source=new[id(link.source)], target=new[id(link.target)],
+                     covered=False) for link in plan.links]
     return Plan(legs, plan.engine_sql, plan.names, links)
 
 

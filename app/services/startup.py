@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 
 from flask import Flask, current_app
 from sqlalchemy import func, select, text
@@ -12,6 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..extensions import db
 from ..federation.engine import current_engine, load_modules
 from ..federation.plan import warm as warm_planner
+from ..sql.execute import open_connections
 from ..sql.files import FILES_SOURCE
 from ..sql.sources import current_sources, data_source_names
 from ..store import UploadedFile
@@ -82,6 +84,31 @@ def open_engine_in_worker(app: Flask) -> None:
     if app.extensions.get(_PRELOADED):
         with app.app_context():
             current_engine().open()
+
+
+def open_sources_in_worker(app: Flask) -> threading.Thread | None:
+    """In a gunicorn worker whose master preloaded the engine's modules: open a connection
+    to each data source (and an ADBC session to each PostgreSQL one) in the background,
+    so that the worker's first federated statement does not open them one leg after
+    another (a PostgreSQL session reads the server's type catalogue when it connects).
+    A source that is down or slow only leaves its connection to the first statement."""
+    if not app.extensions.get(_PRELOADED):
+        return None
+    thread = threading.Thread(target=_open_sources, args=(app,), daemon=True,
+                              name="quarry-open-sources")
+    thread.start()
+    return thread
+
+
+def _open_sources(app: Flask) -> None:
+    with app.app_context():
+        for source in current_sources().sources():
+            if source.engine_only or not source.name:
+                continue
+            try:
+                open_connections(source, arrow=True)
+            except Exception:  # noqa: BLE001 - down, busy, refused: the statement will say
+                log.debug("no connection opened to %s at start", source.name, exc_info=True)
 
 
 def store_ready() -> bool:

@@ -13,6 +13,12 @@ answers from its own statistics, without reading the rows.
   ``bound`` (SQLite reads its own file; counting a few hundred thousand rows takes
   milliseconds).
 
+``distinct_values`` answers, from the same statistics, how many different values a column
+of a table holds (PostgreSQL's ``pg_stats``, the cardinality of a MariaDB/MySQL index the
+column leads; SQLite: a count of its values, bounded as above): a dynamic filter made of every
+value of one table's column is worth nothing against a column whose values are no more
+numerous (a foreign key and the key it refers to).
+
 An estimate never fails the statement: a source that cannot give one answers None, and the
 statement is planned without it.
 """
@@ -22,7 +28,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
+
+from sqlglot import exp
 
 from .execute import begin_mysql, begin_postgresql, checkout, reset_mysql_session
 from .sources import DataSource
@@ -40,26 +49,105 @@ def estimate_rows(source: DataSource, sql: str, timeout_s: float,
                   bound: int = SQLITE_BOUND) -> int | None:
     """The rows the gated SELECT ``sql`` (no parameters) is expected to return on
     ``source``; None when the source gives no figure."""
-    timeout_s = max(min(timeout_s, MAX_SECONDS), 0.001)
+    return _ask(source, timeout_s, "row estimate", {
+        "postgresql": lambda conn, left: _postgresql(conn, sql, left),
+        "mysql": lambda conn, left: _mysql(conn, sql, left),
+        "sqlite": lambda conn, left: _sqlite(conn, sql, left, bound)})
+
+
+def distinct_values(source: DataSource, schema: str | None, table: str, column: str,
+                    timeout_s: float) -> int | None:
+    """How many different non-NULL values ``column`` of ``table`` (in ``schema``, or the
+    connection's own) holds, by the source's statistics; None when it keeps none."""
+    asks: dict[str, Callable[[Any, float], int | None]] = {
+        "postgresql": lambda conn, left: _postgresql_distinct(conn, schema, table, column,
+                                                              left),
+        "mysql": lambda conn, left: _mysql_distinct(conn, schema, table, column, left)}
+    if schema is None:
+        asks["sqlite"] = lambda conn, left: _sqlite_distinct(conn, table, column, left,
+                                                             SQLITE_BOUND)
+    return _ask(source, timeout_s, "count of values", asks)
+
+
+def _ask(source: DataSource, timeout_s: float, what: str,
+         asks: dict[str, Callable[[Any, float], int | None]]) -> int | None:
+    """One question to ``source`` on a pooled connection (``asks``: by dialect), given at
+    most MAX_SECONDS; None when it cannot answer, never an error."""
+    ask = asks.get(source.dialect)
+    if ask is None:
+        return None
     try:
         conn = checkout(source)
     except Exception:  # busy or down: the statement itself will say so
         return None
     try:
-        if source.dialect == "postgresql":
-            return _postgresql(conn, sql, timeout_s)
-        if source.dialect == "mysql":
-            return _mysql(conn, sql, timeout_s)
-        if source.dialect == "sqlite":
-            return _sqlite(conn, sql, timeout_s, bound)
-        return None
+        return ask(conn, max(min(timeout_s, MAX_SECONDS), 0.001))
     except Exception as exc:  # no statistics, a time limit: plan without the figure
-        log.debug("no row estimate from %s: %s", source.name, exc)
+        log.debug("no %s from %s: %s", what, source.name, exc)
         if conn.is_valid:
             conn.invalidate()  # its transaction state is unknown: never back to the pool
         return None
     finally:
         conn.close()
+
+
+def _postgresql_distinct(conn: Any, schema: str | None, table: str, column: str,
+                         timeout_s: float) -> int | None:
+    pg = conn.driver_connection
+    begin_postgresql(pg, timeout_s)
+    try:
+        # n_distinct < 0 is a share of the rows (a column that grows with the table).
+        row = pg.execute(
+            "SELECT s.n_distinct, c.reltuples FROM pg_stats s "
+            "JOIN pg_namespace n ON n.nspname = s.schemaname "
+            "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename "
+            "WHERE s.schemaname = coalesce(%s, current_schema()) AND s.tablename = %s "
+            "AND s.attname = %s AND NOT s.inherited", (schema, table, column)).fetchone()
+    finally:
+        pg.execute("ROLLBACK")
+    if row is None or row[0] is None:
+        return None
+    share, tuples = float(row[0]), float(row[1] or 0)
+    found = share if share > 0 else -share * tuples
+    return int(found) if found >= 1 else None
+
+
+def _mysql_distinct(conn: Any, schema: str | None, table: str, column: str,
+                    timeout_s: float) -> int | None:
+    my = conn.driver_connection
+    cursor = my.cursor()
+    try:
+        begin_mysql(conn, cursor, timeout_s)
+        # An index whose first column it is: its cardinality counts the column's values.
+        # SHOW INDEX opens the one table (information_schema would open them all).
+        named = exp.to_table(table if schema is None else f"{schema}.{table}", quoted=True)
+        cursor.execute(f"SHOW INDEX FROM {named.sql(dialect='mysql')}")
+        names = [d[0].lower() for d in cursor.description or ()]
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+        reset_mysql_session(conn)
+    at_column, at_seq, at_count = (names.index("column_name"), names.index("seq_in_index"),
+                                   names.index("cardinality"))
+    found = [int(row[at_count]) for row in rows if row[at_seq] == 1 and row[at_count]
+             and str(row[at_column]).lower() == column.lower()]
+    return max(found) if found else None
+
+
+def _sqlite_distinct(conn: Any, table: str, column: str, timeout_s: float,
+                     bound: int) -> int | None:
+    # SQLite's statistics leave out a rowid key: its values are counted, as its legs are.
+    dbapi = conn.driver_connection
+    distinct = exp.select(exp.column(column, quoted=True)).distinct().from_(
+        exp.to_table(table, quoted=True)).limit(bound)
+    deadline = time.monotonic() + timeout_s
+    dbapi.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+    try:
+        row = dbapi.execute(f"SELECT count(*) FROM ({distinct.sql(dialect='sqlite')})"
+                            ).fetchone()
+    finally:
+        dbapi.set_progress_handler(None, 0)
+    return int(row[0]) or None
 
 
 def _postgresql(conn: Any, sql: str, timeout_s: float) -> int | None:

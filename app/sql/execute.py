@@ -126,6 +126,20 @@ def checkout(source: DataSource) -> Any:
     return _checkout(source)
 
 
+def open_connections(source: DataSource, *, arrow: bool) -> None:
+    """Open a pooled connection of ``source`` and leave it idle in the pool; with ``arrow``,
+    also an ADBC session to a PostgreSQL source's server (``native.py``), which its Arrow
+    streams (a federated statement's legs) take."""
+    conn = checkout(source)
+    try:
+        if arrow and source.dialect == "postgresql":
+            from . import native  # ADBC loads with its first use (native.py says why)
+
+            native.open_session(conn.driver_connection)
+    finally:
+        conn.close()
+
+
 def begin_postgresql(pg: Any, timeout_s: float, *, cursor: bool = False) -> None:
     """Open the READ ONLY transaction every PostgreSQL statement runs in.
 

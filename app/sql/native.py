@@ -171,17 +171,31 @@ def _connect(conninfo: str) -> _Session:
     return _Session(conn, backend_id)
 
 
+def _conninfo(pg: Any) -> str:
+    """The connection string of ADBC sessions to the server of the psycopg connection ``pg``
+    (its parameters, every transaction READ ONLY); the key of their idle ones."""
+    params = pg.info.get_parameters()
+    if pg.info.password:
+        params["password"] = pg.info.password
+    options = " ".join(filter(None, [
+        params.pop("options", ""), "-c default_transaction_read_only=on",
+        "-c standard_conforming_strings=on"]))
+    return make_conninfo("", **params, options=options)
+
+
+def open_session(pg: Any) -> None:
+    """Open an ADBC session to the server of ``pg`` and keep it idle, unless one is idle
+    already: the first Arrow stream of a worker then does not read the type catalogue."""
+    key = _conninfo(pg)
+    session = _SESSIONS.take(key)
+    _SESSIONS.give(key, session if session is not None else _connect(key))
+
+
 class ArrowReader:
     """An ADBC session running one statement; ``fetch()`` gives its next record batch."""
 
     def __init__(self, pg: Any, sql: str, marker: str, timeout_s: float) -> None:
-        params = pg.info.get_parameters()
-        if pg.info.password:
-            params["password"] = pg.info.password
-        options = " ".join(filter(None, [
-            params.pop("options", ""), "-c default_transaction_read_only=on",
-            "-c standard_conforming_strings=on"]))
-        self._key = make_conninfo("", **params, options=options)
+        self._key = _conninfo(pg)
         self._lock = threading.Lock()
         self._closed = False
         self._reusable = False  # set once the statement has been read to its end

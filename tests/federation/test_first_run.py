@@ -1,0 +1,142 @@
+"""Plans good from a statement's first run: a leg that reads a whole table gives its keys to
+another leg only when the sources' statistics say those keys are fewer than the values the
+other leg's column holds (a table and a column referring to its key: the filter would keep
+every row, and the larger leg would only wait).
+
+Each statement here is one the process never ran: what EXPLAIN shows comes from the
+sources' statistics alone, and the first run is the one checked. A gunicorn worker opens
+its connections to the data sources when it starts, before its first statement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+
+import pytest
+import requests
+
+from tests.live import quarry_env, serving, sqlite_store
+
+from .conftest import ONE_DB, SPLIT_DB, _mysql, _pg
+from .test_dynamic_filter import _run
+
+# fr_refs: 400 rows whose thing_id runs over the 100 ids of fr_things; fr_few: 5 of them.
+REFS = [(i, 1 + i % 100) for i in range(400)]
+THINGS = [(i, f"thing {i}") for i in range(1, 101)]
+FEW = THINGS[:5]
+
+
+@pytest.fixture(scope="module")
+def keyed_tables(fed_sources):
+    """pg.fr_refs (analysed), maria.fr_things and maria.fr_few (keyed, analysed), and the
+    three in the one database."""
+    for database, whole in ((SPLIT_DB, False), (ONE_DB, True)):
+        with _pg(database) as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE fr_refs (id integer PRIMARY KEY, thing_id integer)")
+            cur.executemany("INSERT INTO fr_refs VALUES (%s, %s)", REFS)
+            cur.execute("ANALYZE fr_refs")
+            if whole:
+                for table, rows in (("fr_things", THINGS), ("fr_few", FEW)):
+                    cur.execute(f"CREATE TABLE {table} (id integer PRIMARY KEY, name text)")
+                    cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", rows)
+    with contextlib.closing(_mysql(SPLIT_DB)) as conn, conn.cursor() as cur:
+        for table, rows in (("fr_things", THINGS), ("fr_few", FEW)):
+            cur.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(20))")
+            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", rows)
+            cur.execute(f"ANALYZE TABLE {table}")
+            cur.fetchall()
+
+
+SQL = "SELECT r.id, t.name FROM {R} r JOIN {T} t ON r.thing_id = t.id ORDER BY r.id"
+
+
+def _statements(things: str, refs: str = "fr_refs") -> tuple[str, str]:
+    return (SQL.format(R=f"pg.{refs}", T=f"maria.{things}"),
+            SQL.format(R=f"one.{refs}", T=f"one.{things}"))
+
+
+# Written without quotes in capitals, PostgreSQL's name is the lower-case one its
+# statistics are kept under.
+@pytest.mark.parametrize("refs", ["fr_refs", "FR_REFS"])
+def test_the_keys_of_a_whole_table_a_column_refers_to_are_not_waited_for(
+        fed_app, fquery, keyed_tables, refs):
+    split, one = _statements("fr_things", refs)
+    steps = fquery("EXPLAIN " + split)["data"]
+    # The smaller leg is the 100 things (estimated by MariaDB, or read by the run before),
+    # but their 100 ids are every value of fr_refs.thing_id: no leg waits for another.
+    assert steps[1][0].split("; ")[1] in ("estimated 100 rows by maria",
+                                          "100 rows when last run"), steps
+    assert not any("filtered by keys" in step[0] for step in steps), steps
+    want = fquery(one)["data"]
+    assert len(want) == 400
+    assert fquery(split)["data"] == want
+    rows, filters = _run(fed_app, split.replace("ORDER BY r.id", "ORDER BY r.id "))
+    assert [list(row) for row in rows] == want and filters == [[], []], filters
+
+
+def test_the_keys_of_a_small_whole_table_still_cut_the_larger_leg(
+        fed_app, fquery, keyed_tables):
+    split, one = _statements("fr_few")
+    steps = fquery("EXPLAIN " + split)["data"]
+    assert steps[0][0].endswith('filtered by keys of leg_1 at run time: "r"."thing_id" IN '
+                                "(the values of id)"), steps
+    want = fquery(one)["data"]
+    assert len(want) == 20
+    rows, filters = _run(fed_app, split)
+    assert [list(row) for row in rows] == want
+    assert filters == [['"r"."thing_id" IN 5 keys of leg_1'], []], filters
+
+
+def _idle(conn) -> dict[int, str]:
+    """Idle backends of the split database: pid -> last statement. An ADBC session's is
+    its ROLLBACK (``sql/native.py``), a pooled connection's DISCARD ALL (``sources.py``)."""
+    return dict(conn.execute("SELECT pid, query FROM pg_stat_activity WHERE datname = %s "
+                             "AND state = 'idle'", (SPLIT_DB,)).fetchall())
+
+
+def _maria_sessions() -> set[int]:
+    with contextlib.closing(_mysql()) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id FROM information_schema.processlist WHERE db = %s",
+                    (SPLIT_DB,))
+        return {row[0] for row in cur.fetchall()}
+
+
+@pytest.mark.slow
+def test_a_worker_opens_its_sources_before_its_first_statement(
+        fed_sources, sqlite_template, tmp_path):
+    sources = json.dumps({k: v for k, v in fed_sources.items() if k in ("pg", "maria")})
+    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp_path),
+                     QUARRY_INSTANCE_PATH=str(tmp_path), QUARRY_DATA_SOURCES=sources,
+                     QUARRY_DEMO_SOURCE="false", QUARRY_WORKERS="1",
+                     QUARRY_FEDERATION_MEMORY=str(64 * 1024 * 1024))
+    with _pg(SPLIT_DB) as conn:
+        before, maria_before = set(_idle(conn)), _maria_sessions()
+        with serving(env, tmp_path) as server:
+            # No request yet: the worker opened a pooled connection to each source and an
+            # ADBC session to PostgreSQL at its start (in the background: it may take a
+            # moment on a busy machine).
+            for _ in range(100):
+                opened = {pid: query for pid, query in _idle(conn).items()
+                          if pid not in before}
+                maria = _maria_sessions() - maria_before
+                if sorted(opened.values()) == ["DISCARD ALL", "ROLLBACK"] and maria:
+                    break
+                time.sleep(0.1)
+            assert sorted(opened.values()) == ["DISCARD ALL", "ROLLBACK"], opened
+            assert len(maria) == 1, maria
+            adbc = next(pid for pid, query in opened.items() if query == "ROLLBACK")
+            # The first federated statement (the customers' ids against orders.customer_id:
+            # a whole table's keys, whose values are counted) runs on those connections.
+            sql = ("SELECT o.id, c.name FROM pg.orders o JOIN maria.customers c "
+                   "ON c.id = o.customer_id WHERE o.id < 4 ORDER BY o.id")
+            body = requests.post(server.url + "/api/sql/query", json={"query": sql},
+                                 timeout=60).json()
+            assert body.get("data") == [[2, "Fatima 🌍"], [3, "Émile"]], body
+            # No other connection was opened for it: its description, its legs' estimates
+            # and its columns' counts of values are asked on the pooled connection (one
+            # source's questions one after another), its leg read in the ADBC session.
+            after = {pid: query for pid, query in _idle(conn).items() if pid not in before}
+            assert set(after) == set(opened), (after, opened)
+            assert after[adbc] == "ROLLBACK", after
