@@ -36,6 +36,10 @@ class LruCache(Generic[K, V]):
         with self._lock:
             return self._items.pop(key, None)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
