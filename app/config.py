@@ -176,6 +176,10 @@ SETTINGS: list[Setting] = [
             "PostgreSQL with pgvector (default: none, knowledge bases stay in KB_DIR)"),
     Setting("KB_STORE_CONNECT_TIMEOUT_S", 5.0, float,
             "Seconds to wait for a vector store (KB_STORES) before a request answers 503"),
+    Setting("KB_HNSW_EF_SEARCH", 100, int,
+            "Candidates a search by meaning in a vector store (KB_STORES) keeps while it "
+            "walks the HNSW graph (pgvector's hnsw.ef_search; more: better recall, slower; "
+            "at most 1000)"),
     Setting("EMBEDDING_ENDPOINTS", "", str,
             "Comma-separated base URLs of OpenAI-compatible embedding (and rerank) endpoints "
             "a knowledge base may name (embedding_model or reranking_model base_url, e.g. "

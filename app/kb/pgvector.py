@@ -6,10 +6,11 @@ it), the embedding (``vector(n)``, n fixed by the first insert, with an HNSW ind
 distance) and the words (a ``tsvector`` generated from the text, with a GIN index).
 
 Search answers what the index file answers, with the same distances (cosine) and the same
-fusion: the vector ranking comes from the HNSW index (``hnsw.ef_search`` at least the depth
-asked for; with filters, pgvector's iterative scan keeps going until enough rows pass them),
-the word ranking from ``ts_rank_cd`` over the rows whose words match any of the question's
-(PostgreSQL's full-text ranking: cover density, not BM25), fused by rank as in index.py.
+fusion: the vector ranking comes from the HNSW index (``hnsw.ef_search``: KB_HNSW_EF_SEARCH,
+or the depth asked for when it is more; with filters, pgvector's iterative scan goes on
+until enough rows pass them), the word ranking from ``ts_rank_cd`` over the rows whose
+words match any of the question's (PostgreSQL's full-text ranking: cover density, not
+BM25), fused by rank as in index.py.
 
 Writers of one knowledge base take turns (a table lock that readers do not wait for): an
 upsert deletes a document's chunks and writes the new ones in one transaction, so two
@@ -32,7 +33,6 @@ TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _COLUMNS = "rowid, doc_id, number, total, start, end_at, content, metadata"
 # HNSW's candidate list is at most this long (pgvector's limit on hnsw.ef_search).
 _EF_MAX = 1000
-_EF_MIN = 40
 
 
 class PgVectorIndex:
@@ -40,9 +40,10 @@ class PgVectorIndex:
     SQLAlchemy engine on psycopg: its pool). Each method takes the knowledge base's table
     name, as KbIndex takes a uid."""
 
-    def __init__(self, name: str, engine: Any) -> None:
+    def __init__(self, name: str, engine: Any, ef_search: int = 100) -> None:
         self.name = name
         self.engine = engine
+        self.ef_search = ef_search  # HNSW's candidate list at least this long
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -250,7 +251,7 @@ class PgVectorIndex:
         try:
             with self._transaction() as conn:
                 conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
-                    sql.Literal(min(max(depth, _EF_MIN), _EF_MAX))))
+                    sql.Literal(min(max(depth, self.ef_search), _EF_MAX))))
                 if filters:  # the index scan goes on until enough rows pass the filters
                     conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
                 distances = {r[0]: r[1] for r in conn.execute(sql.SQL(

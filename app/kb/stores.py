@@ -80,7 +80,7 @@ def pgvector_store(name: str) -> PgVectorIndex:
         if url is None:
             raise unknown_store(name, False)
         engine = engines.setdefault(name, _engine(url))
-    return PgVectorIndex(name, engine)
+    return PgVectorIndex(name, engine, current_app.config["KB_HNSW_EF_SEARCH"])
 
 
 def _engine(url: str) -> Any:

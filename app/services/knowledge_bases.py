@@ -27,7 +27,14 @@ from flask import current_app
 from marshmallow import ValidationError
 from sqlalchemy import and_, delete, select
 
-from ..errors import BadRequest, NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
+from ..errors import (
+    BadRequest,
+    NameTaken,
+    ObjectNotFound,
+    ProjectNotFound,
+    Unprocessable,
+    VectorStoreUnavailable,
+)
 from ..extensions import db
 from ..federation import run as federation
 from ..kb import stores
@@ -189,11 +196,15 @@ def _require_listed(base_url: str, field: str = "embedding_model") -> None:
 def drop_knowledge_base(project_name: str, name: str) -> None:
     project, row = _require(project_name, name, "write")
     index, key = stores.index_of(row.uid, row.params)
+    in_store = bool(row.params.get("storage"))
+    if in_store:  # first: a store that cannot be reached leaves the base as it was
+        index.drop(key)
     audit.record_change("knowledge_base", "drop", f"{project.name}.{row.name}",
                         _settings(row), None)
     delete_or_gone(delete(KnowledgeBase).where(KnowledgeBase.id == row.id),
                    lambda: KnowledgeBaseNotFound(name, project.name))
-    index.drop(key)
+    if not in_store:
+        index.drop(key)
 
 
 def list_knowledge_bases(project_name: str) -> list[dict[str, Any]]:
@@ -201,20 +212,30 @@ def list_knowledge_bases(project_name: str) -> list[dict[str, Any]]:
     rows = db.session.scalars(select(KnowledgeBase).where(KnowledgeBase.project_id ==
                                                           project.id)
                               .order_by(KnowledgeBase.name_key)).all()
-    counts = _counts(rows)
+    counts = _counts(rows, lenient=True)
     return [_entry(row, project, counts[row.uid]) for row in rows]
 
 
-def _counts(rows: Sequence[KnowledgeBase]) -> dict[str, tuple[int, int]]:
-    """(documents, chunks) of each knowledge base by uid: one statement per store."""
-    by_store: dict[int, tuple[Any, dict[str, str]]] = {}
+def _counts(rows: Sequence[KnowledgeBase], lenient: bool = False
+            ) -> dict[str, tuple[int | None, int | None]]:
+    """(documents, chunks) of each knowledge base by uid: one statement per store. With
+    ``lenient``, the bases of a store that cannot be reached (or is no longer configured)
+    count None, so that a listing still shows the others."""
+    by_store: dict[str | None, list[KnowledgeBase]] = {}
     for row in rows:
-        index, key = stores.index_of(row.uid, row.params)
-        by_store.setdefault(id(getattr(index, "engine", index)), (index, {}))[1][key] = row.uid
-    counts = {}
-    for index, keys in by_store.values():
-        found = index.counts(list(keys))
-        counts.update({uid: found[key] for key, uid in keys.items()})
+        by_store.setdefault((row.params.get("storage") or {}).get("store"), []).append(row)
+    counts: dict[str, tuple[int | None, int | None]] = {}
+    for group in by_store.values():
+        try:
+            index = stores.index_of(group[0].uid, group[0].params)[0]
+            keyed = {stores.index_of(r.uid, r.params)[1]: r.uid for r in group}
+            found = index.counts(list(keyed))
+        except (VectorStoreUnavailable, Unprocessable):
+            if not lenient:
+                raise
+            found, keyed = {}, {}
+            counts.update({r.uid: (None, None) for r in group})
+        counts.update({uid: found[key] for key, uid in keyed.items()})
     return counts
 
 
@@ -542,7 +563,7 @@ def _settings(row: KnowledgeBase) -> dict[str, Any]:
 
 
 def _entry(row: KnowledgeBase, project: Project,
-           counts: tuple[int, int] | None = None) -> dict[str, Any]:
+           counts: tuple[int | None, int | None] | None = None) -> dict[str, Any]:
     documents, chunks = counts if counts is not None else _counts([row])[row.uid]
     params = row.params
     storage = params.get("storage") or {}

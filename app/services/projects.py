@@ -95,12 +95,19 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
     db.session.execute(db.delete(DatabaseName).where(
         DatabaseName.name_key == project.name_key, DatabaseName.kind == "project"))
     # The knowledge bases' rows go with the project; their tables in the index file after.
-    kept = [stores.index_of(uid, params) for uid, params in db.session.execute(
-        select(KnowledgeBase.uid, KnowledgeBase.params)
-        .where(KnowledgeBase.project_id == project.id))]
+    # Tables in a vector store first (one that cannot be reached leaves the project as it
+    # was); the index file's after the commit.
+    later = []
+    for uid, params in db.session.execute(select(KnowledgeBase.uid, KnowledgeBase.params)
+                                          .where(KnowledgeBase.project_id == project.id)):
+        index, key = stores.index_of(uid, params)
+        if params.get("storage"):
+            index.drop(key)
+        else:
+            later.append((index, key))
     delete_or_gone(db.delete(Project).where(Project.id == project.id),
                    lambda: ProjectNotFound(name))
-    for index, key in kept:
+    for index, key in later:
         index.drop(key)
 
 

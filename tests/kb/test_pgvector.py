@@ -222,6 +222,12 @@ def test_a_store_that_cannot_be_reached_is_named_never_its_password(make_app, tm
     assert "s3cret" not in str(body)
     answer = error(moved, "SELECT * FROM mindsdb.moved WHERE content = 'x'", "'vectors'")
     assert "s3cret" not in str(answer)
+    # a listing still shows it (its counts unknown); a drop leaves it as it was
+    shown = rows(ok(moved, "SHOW KNOWLEDGE_BASES"))
+    assert [(r["NAME"], r["DOCUMENTS"]) for r in shown] == [("moved", None)]
+    assert_problem(moved.delete("/api/projects/mindsdb/knowledge_bases/moved"), 503,
+                   "'vectors'")
+    assert len(ok(client, "SELECT id FROM mindsdb.moved")["data"]) == 1
     # a store no longer configured at all
     gone = make_app(KB_DIR=str(tmp_path / "kb")).test_client()
     error(gone, "SELECT * FROM mindsdb.moved WHERE content = 'x'", "'vectors'")
