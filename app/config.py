@@ -176,7 +176,7 @@ SETTINGS: list[Setting] = [
             "PostgreSQL with pgvector (default: none, knowledge bases stay in KB_DIR)"),
     Setting("KB_STORE_CONNECT_TIMEOUT_S", 5.0, float,
             "Seconds to wait for a vector store (KB_STORES) before a request answers 503"),
-    Setting("KB_HNSW_EF_SEARCH", 100, int,
+    Setting("KB_HNSW_EF_SEARCH", 200, int,
             "Candidates a search by meaning in a vector store (KB_STORES) keeps while it "
             "walks the HNSW graph (pgvector's hnsw.ef_search; more: better recall, slower; "
             "at most 1000)"),

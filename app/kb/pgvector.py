@@ -33,6 +33,10 @@ TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _COLUMNS = "rowid, doc_id, number, total, start, end_at, content, metadata"
 # HNSW's candidate list is at most this long (pgvector's limit on hnsw.ef_search).
 _EF_MAX = 1000
+# The HNSW graph's links per node and candidate list while it is built (pgvector's defaults;
+# bench/kb_pgvector.py measures recall and build time against others).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
 
 
 class PgVectorIndex:
@@ -40,21 +44,28 @@ class PgVectorIndex:
     SQLAlchemy engine on psycopg: its pool). Each method takes the knowledge base's table
     name, as KbIndex takes a uid."""
 
-    def __init__(self, name: str, engine: Any, ef_search: int = 100) -> None:
+    def __init__(self, name: str, engine: Any, ef_search: int = 200) -> None:
         self.name = name
         self.engine = engine
         self.ef_search = ef_search  # HNSW's candidate list at least this long
 
     @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        """A psycopg connection in a transaction, committed when the block ends. A store
-        that cannot be reached is a 503 naming it; a value it refuses, a 422."""
+    def _transaction(self, read: bool = False) -> Iterator[Any]:
+        """A psycopg connection in a transaction, committed when the block ends; with
+        ``read``, in autocommit (a search is one statement, or two pipelined: no BEGIN and
+        COMMIT round trips). A store that cannot be reached is a 503 naming it; a value it
+        refuses, a 422."""
         import psycopg
         from sqlalchemy.exc import DBAPIError
 
         try:
-            with self.engine.begin() as conn:
-                yield conn.connection.driver_connection
+            if read:
+                with self.engine.connect() as conn:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                    yield conn.connection.driver_connection
+            else:
+                with self.engine.begin() as conn:
+                    yield conn.connection.driver_connection
         except (psycopg.Error, DBAPIError) as exc:
             original = getattr(exc, "orig", None) or exc
             if isinstance(original, psycopg.DataError):
@@ -187,9 +198,7 @@ class PgVectorIndex:
         name = self._table(table)
         conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN embedding TYPE vector({})").format(
             name, sql.Literal(dimension)))
-        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw "
-                             "(embedding vector_cosine_ops)").format(
-            sql.Identifier(f"{table}_vec"), name))
+        conn.execute(hnsw_index(table))
 
     def delete(self, table: str, doc_ids: Sequence[str]) -> int:
         """Remove the chunks of these documents; how many documents had any."""
@@ -240,7 +249,10 @@ class PgVectorIndex:
     def search(self, table: str, vector: Any, text: str, filters: Sequence[Filter], *,
                limit: int, alpha: float | None) -> list[Hit]:
         """The best ``limit`` chunks for ``vector`` (the query's embedding) and ``text``:
-        by the vectors alone when ``alpha`` is None, else fused with the word ranking."""
+        by the vectors alone when ``alpha`` is None, else fused with the word ranking.
+
+        Each ranking's statement answers its chunks whole with their distances, and the
+        two are sent together (psycopg's pipeline): one round trip to the store."""
         import psycopg
         from psycopg import sql
 
@@ -248,47 +260,47 @@ class PgVectorIndex:
         where, params = _where(filters)
         depth = limit if alpha is None else max(4 * limit, 40)
         question = vector_text(vector)
+        words = words_of(text) if alpha is not None else []
+        ef = min(max(depth, self.ef_search), _EF_MAX)
         try:
-            with self._transaction() as conn:
-                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
-                    sql.Literal(min(max(depth, self.ef_search), _EF_MAX))))
-                if filters:  # the index scan goes on until enough rows pass the filters
-                    conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                distances = {r[0]: r[1] for r in conn.execute(sql.SQL(
-                    f"SELECT rowid, embedding <=> %s::vector FROM {{}} WHERE {where} "
+            with self._transaction(read=True) as conn, conn.pipeline():
+                # Set on the connection by each search before it runs (autocommit: no
+                # SET LOCAL). With filters, the index scan goes on until enough rows pass.
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, false), "
+                             "set_config('hnsw.iterative_scan', 'strict_order', false)",
+                             (str(ef),))
+                by_vector = conn.execute(sql.SQL(
+                    f"SELECT {_COLUMNS}, embedding <=> %s::vector FROM {{}} WHERE {where} "
                     "ORDER BY embedding <=> %s::vector LIMIT %s").format(name),
-                    (question, *params, question, depth))}
-                if alpha is None:
-                    ranked = list(distances)
-                else:
-                    by_words = self._words(conn, name, text, where, params, depth)
-                    ranked = fused_ranking(list(distances), by_words, alpha)[:limit]
-                    missing = [r for r in ranked if r not in distances]
-                    if missing:
-                        distances.update(conn.execute(sql.SQL(
-                            "SELECT rowid, embedding <=> %s::vector FROM {} "
-                            "WHERE rowid = ANY(%s)").format(name), (question, missing)))
-                rows = {row[0]: row for row in conn.execute(sql.SQL(
-                    f"SELECT {_COLUMNS} FROM {{}} WHERE rowid = ANY(%s)").format(name),
-                    (ranked,))} if ranked else {}
+                    (question, *params, question, depth))
+                # Each word quoted as one term (\w characters only: no tsquery syntax).
+                by_words = conn.execute(sql.SQL(
+                    f"SELECT {_COLUMNS}, embedding <=> %s::vector FROM {{}}, "
+                    "to_tsquery('english', %s) q WHERE words @@ q AND "
+                    f"{where} ORDER BY ts_rank_cd(words, q) DESC, rowid LIMIT %s").format(
+                    name), (question, " | ".join(f"'{w}'" for w in words), *params, depth)
+                ) if words else None
+                found = {row[0]: row for row in by_vector.fetchall()}
+                ranked = list(found)
+                if alpha is not None:
+                    worded = by_words.fetchall() if by_words is not None else []
+                    found.update({row[0]: row for row in worded if row[0] not in found})
+                    ranked = fused_ranking(ranked, [row[0] for row in worded],
+                                           alpha)[:limit]
         except psycopg.errors.UndefinedTable:
             return []
-        return [Hit(_chunk(rows[r]), distances[r]) for r in ranked if r in rows]
+        return [Hit(_chunk(found[r]), found[r][8]) for r in ranked]
 
-    @staticmethod
-    def _words(conn: Any, name: Any, text: str, where: str, params: list[Any],
-               depth: int) -> list[int]:
-        from psycopg import sql
 
-        words = words_of(text)
-        if not words:
-            return []
-        # Each word quoted as one term (\w characters only: no tsquery syntax), any of them.
-        query = " | ".join(f"'{w}'" for w in words)
-        return [r[0] for r in conn.execute(sql.SQL(
-            f"SELECT rowid FROM {{}}, to_tsquery('english', %s) q WHERE words @@ q AND "
-            f"{where} ORDER BY ts_rank_cd(words, q) DESC, rowid LIMIT %s").format(name),
-            (query, *params, depth))]
+def hnsw_index(table: str, m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION
+               ) -> Any:
+    """The statement that makes a table's HNSW index (cosine distance)."""
+    from psycopg import sql
+
+    return sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding "
+                   "vector_cosine_ops) WITH (m = {}, ef_construction = {})").format(
+        sql.Identifier(f"{table}_vec"), PgVectorIndex._table(table), sql.Literal(m),
+        sql.Literal(ef_construction))
 
 
 def vector_text(vector: Any) -> str:
