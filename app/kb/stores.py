@@ -84,9 +84,8 @@ def pgvector_store(name: str) -> PgVectorIndex:
 
 
 def _engine(url: str) -> Any:
-    from sqlalchemy import create_engine, event
+    from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import DisconnectionError
 
     parsed = make_url(url)
     if parsed.get_backend_name() != "postgresql":
@@ -95,17 +94,10 @@ def _engine(url: str) -> Any:
                             title="Invalid knowledge base")
     parsed = parsed.set(drivername="postgresql+psycopg")
     timeout = current_app.config["KB_STORE_CONNECT_TIMEOUT_S"]
-    engine = create_engine(parsed, pool_size=4, max_overflow=8,
-                           connect_args={"connect_timeout": max(1, round(timeout))})
-
-    @event.listens_for(engine, "checkout")
-    def _replace_broken(dbapi_connection, _record, _proxy):
-        # A connection the store dropped (a restart) is known to psycopg once a statement
-        # failed on it: the pool makes a new one instead (no round trip per checkout).
-        if dbapi_connection.closed or dbapi_connection.broken:
-            raise DisconnectionError("the vector store closed this connection")
-
-    return engine
+    # No pre-ping (a round trip per search): a connection the store ended fails its
+    # statement once (503), and the pool drops it when it comes back (its reset fails).
+    return create_engine(parsed, pool_size=4, max_overflow=8,
+                         connect_args={"connect_timeout": max(1, round(timeout))})
 
 
 def index_of(uid: str, params: dict[str, Any]) -> tuple[KbIndex | PgVectorIndex, str]:

@@ -258,3 +258,30 @@ def test_outsiders_neither_list_nor_search(make_auth_app, tmp_path, vectors_url)
     body = as_user("bob", "DELETE FROM secret.kb WHERE id = 1")
     assert body["type"] == "error", body
     assert as_user("alice", "SELECT id FROM secret.kb")["data"] == [["1"]]
+
+
+def test_connections_the_store_ended_are_replaced(client, vectors_url):
+    ok(client, "CREATE KNOWLEDGE_BASE mindsdb.kept USING storage = vectors")
+    ok(client, "INSERT INTO mindsdb.kept (id, content) VALUES (1, 'still here')")
+    search = "SELECT id FROM mindsdb.kept WHERE content = 'here'"
+    assert ok(client, search)["data"] == [["1"]]
+    # The store ends every session of Quarry's (as a restart does).
+    url = make_url(vectors_url)
+    with psycopg.connect(url.set(drivername="postgresql").render_as_string(
+            hide_password=False), autocommit=True) as admin:
+        ended = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE datname = %s AND pid <> pg_backend_pid()",
+                              (url.database,)).fetchone()[0]
+    assert ended >= 1
+    # A pooled connection may learn it only when used (a 503 naming the store) ...
+    first = run_body(client, search)
+    assert first["type"] == "ok" or "'vectors'" in first["error_message"], first
+    # ... and the pool makes new ones: the next searches answer.
+    assert ok(client, search)["data"] == [["1"]]
+    assert ok(client, search)["data"] == [["1"]]
+
+
+def run_body(client, query: str) -> dict:
+    response = client.post("/api/sql/query", json={"query": query})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_json()
