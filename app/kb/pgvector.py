@@ -120,6 +120,16 @@ class PgVectorIndex:
         """Make the table of a knowledge base; with ``exclusive``, a table of that name
         already in the store is a Conflict (it is never taken over)."""
         import psycopg
+
+        try:
+            with self._transaction() as conn:
+                self._make(conn, table, exclusive)
+        except psycopg.errors.DuplicateTable:
+            raise Conflict(f"storage: vector store '{self.name}' already has a table "
+                           f"{table}; name another table (storage = {self.name}.<table>)",
+                           title="Storage taken") from None
+
+    def _make(self, conn: Any, table: str, exclusive: bool) -> None:
         from psycopg import sql
 
         name = self._table(table)
@@ -135,14 +145,8 @@ class PgVectorIndex:
                 sql.Identifier(f"{table}_doc"), name),
             sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (words)").format(
                 sql.Identifier(f"{table}_words"), name)]
-        try:
-            with self._transaction() as conn:
-                for statement in statements:
-                    conn.execute(statement)
-        except psycopg.errors.DuplicateTable:
-            raise Conflict(f"storage: vector store '{self.name}' already has a table "
-                           f"{table}; name another table (storage = {self.name}.<table>)",
-                           title="Storage taken") from None
+        for statement in statements:
+            conn.execute(statement)
 
     def drop(self, table: str) -> None:
         from psycopg import sql
@@ -157,9 +161,10 @@ class PgVectorIndex:
 
         if not len(chunks):
             return
-        self.create(table, exclusive=False)  # a base whose table went missing gets it back
         name = self._table(table)
         with self._transaction() as conn:
+            if conn.execute("SELECT to_regclass(%s)", (f'"{table}"',)).fetchone()[0] is None:
+                self._make(conn, table, exclusive=False)  # a table gone missing comes back
             self._lock(conn, name)
             self._fix_dimension(conn, table, int(vectors.shape[1]))
             conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = ANY(%s)").format(name),

@@ -120,6 +120,13 @@ def test_upsert_delete_rest_and_drop(client, vectors_url):
     assert client.delete(f"{base}/notes").status_code == 204
     assert "team_notes" not in tables(vectors_url)
     ok(client, "CREATE KNOWLEDGE_BASE mindsdb.again USING storage = vectors.team_notes")
+    # a table gone from the store (dropped by hand): empty answers, and an insert makes it
+    with psycopg.connect(make_url(vectors_url).set(drivername="postgresql").render_as_string(
+            hide_password=False), autocommit=True) as conn:
+        conn.execute("DROP TABLE team_notes")
+    assert ok(client, "SELECT * FROM mindsdb.again WHERE content = 'x'")["data"] == []
+    ok(client, "INSERT INTO mindsdb.again (id, content) VALUES (1, 'back again')")
+    assert ok(client, "SELECT id FROM mindsdb.again WHERE content = 'x'")["data"] == [["1"]]
 
 
 def test_concurrent_inserts_of_one_id_leave_one_copy(client):
