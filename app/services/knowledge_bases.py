@@ -115,9 +115,14 @@ def _storage(given: Any, uid: str) -> dict[str, str] | None:
     of a configured vector store that has pgvector; Unprocessable for any other name."""
     if given is None or given == "":
         return None
+    if isinstance(given, dict) and set(given) <= {"database", "table"} and all(
+            isinstance(v, str) and v for v in given.values()) and "database" in given:
+        # mindsdb_sdk's form: {"database": <store>, "table": <table>}
+        given = ".".join(v for v in (given["database"], given.get("table")) if v)
     if not isinstance(given, str):
-        raise Unprocessable("storage: a store name, or <store>.<table>",
-                            title="Invalid knowledge base", errors={"storage": ["not a name"]})
+        raise Unprocessable("storage: a store name, <store>.<table>, or {\"database\": "
+                            "<store>, \"table\": <table>}", title="Invalid knowledge base",
+                            errors={"storage": ["not a name"]})
     store, table = stores.parse_storage(given)
     if store not in stores.store_urls():
         raise stores.unknown_store(store, current_sources().get(store) is not None)

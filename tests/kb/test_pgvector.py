@@ -99,6 +99,12 @@ def test_upsert_delete_rest_and_drop(client, vectors_url):
     assert put.get_json()["rows"] == 2 and put.get_json()["chunks"] > 2
     got = client.get(f"{base}/notes").get_json()
     assert (got["vector_database"], got["vector_database_table"]) == ("vectors", "team_notes")
+    # mindsdb_sdk names the storage as {"database", "table"}
+    made = client.post(base, json={"knowledge_base": {
+        "name": "sdk", "storage": {"database": "vectors", "table": "sdk_chunks"}}})
+    assert made.status_code == 201, made.get_json()
+    assert made.get_json()["vector_database_table"] == "sdk_chunks"
+    assert "sdk_chunks" in tables(vectors_url)
     listing = rows(ok(client, "SELECT chunk_id FROM mindsdb.notes WHERE id = 'a'"))
     total = len(listing)
     assert total > 1 and [r["chunk_id"].split(":")[1] for r in listing] == \
