@@ -298,3 +298,12 @@ def run_body(client, query: str) -> dict:
     response = client.post("/api/sql/query", json={"query": query})
     assert response.status_code == 200, response.get_data(as_text=True)
     return response.get_json()
+
+
+def test_a_project_drop_takes_its_tables(client, vectors_url):
+    ok(client, "CREATE PROJECT p1")
+    ok(client, "CREATE KNOWLEDGE_BASE p1.docs USING storage = vectors.p1_docs")
+    ok(client, "INSERT INTO p1.docs (id, content) VALUES (1, 'kept in the store')")
+    assert "p1_docs" in tables(vectors_url)
+    assert client.delete("/api/projects/p1?cascade=true").status_code in (200, 204)
+    assert "p1_docs" not in tables(vectors_url)
