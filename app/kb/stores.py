@@ -31,6 +31,28 @@ class _Engines(dict):
         self.clear()
 
 
+def check_settings(configured: Any) -> None:
+    """KB_STORES at start: a JSON object of names → PostgreSQL URLs (RuntimeError naming
+    the entry, never its URL, which holds a password)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if not isinstance(configured, dict):
+        raise RuntimeError('QUARRY_KB_STORES must be a JSON object: {"name": '
+                           '"postgresql://user:password@host/db"}')
+    for name, url in configured.items():
+        if not TABLE_NAME.fullmatch(str(name).lower()):
+            raise RuntimeError(f"QUARRY_KB_STORES: '{name}' is not a plain name (letters, "
+                               "digits and _)")
+        try:
+            backend = make_url(url).get_backend_name() if isinstance(url, str) else None
+        except ArgumentError:
+            backend = None
+        if backend != "postgresql":
+            raise RuntimeError(f"QUARRY_KB_STORES['{name}'] must be the URL of a PostgreSQL "
+                               "with pgvector (postgresql://…)")
+
+
 def store_urls() -> dict[str, str]:
     """The stores a knowledge base may name → their SQLAlchemy URLs."""
     config = current_app.config

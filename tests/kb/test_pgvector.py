@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from app import create_app
 from app.services import auth as auth_service
 from tests.auth.conftest import PASSWORD, make_auth_app  # noqa: F401 - a fixture
 from tests.conftest import _migrate, fresh_store_url
@@ -307,3 +308,16 @@ def test_a_project_drop_takes_its_tables(client, vectors_url):
     assert "p1_docs" in tables(vectors_url)
     assert client.delete("/api/projects/p1?cascade=true").status_code in (200, 204)
     assert "p1_docs" not in tables(vectors_url)
+
+
+@pytest.mark.parametrize(("stores", "words"), [
+    (["postgresql://u:pw@h/db"], "JSON object"),
+    ({"bad-name": "postgresql://u:pw@h/db"}, "'bad-name'"),
+    ({"maria": "mysql+pymysql://u:hidden-pw@h/db"}, "maria"),
+    ({"junk": "not a url hidden-pw"}, "junk"),
+])
+def test_kb_stores_is_checked_at_start(stores, words, tmp_path):
+    with pytest.raises(RuntimeError) as caught:
+        create_app({"DATABASE_URL": f"sqlite:///{tmp_path}/s.db", "KB_STORES": stores,
+                    "INSTANCE_PATH": str(tmp_path)})
+    assert words in str(caught.value) and "hidden-pw" not in str(caught.value)
