@@ -109,12 +109,8 @@ def _engine(url: str) -> Any:
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "postgresql":
-        raise Unprocessable("storage: a vector store is a PostgreSQL with pgvector; this "
-                            "one is configured as " + parsed.get_backend_name(),
-                            title="Invalid knowledge base")
-    parsed = parsed.set(drivername="postgresql+psycopg")
+    # (every URL is PostgreSQL's: check_settings, and the own store only when it is)
+    parsed = make_url(url).set(drivername="postgresql+psycopg")
     timeout = current_app.config["KB_STORE_CONNECT_TIMEOUT_S"]
     # No pre-ping (a round trip per search): a connection the store ended fails its
     # statement once (503), and the pool drops it when it comes back (its reset fails).
