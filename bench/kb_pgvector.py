@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.kb.pgvector import HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
 from bench._server import migrate, quarry_env  # noqa: E402
-from bench.kb import _sql  # noqa: E402
+from bench.kb import _sql, clustered_vectors  # noqa: E402
 
 
 def start_server(folder: str) -> str:
@@ -50,24 +50,13 @@ def start_server(folder: str) -> str:
         return pgserver.get_server(folder, cleanup_mode="delete").get_uri()
 
 
-def vectors_of(chunks: int):
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    centers = rng.normal(size=(500, 384)).astype(np.float32)
-    vectors = centers[rng.integers(0, 500, chunks)] + \
-        0.6 * rng.normal(size=(chunks, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors, rng
-
-
 def fill(app, chunks: int, build_after: bool, graph: tuple[int, int]):
     from app.kb.index import Chunk
     from app.kb.pgvector import hnsw_index
     from app.kb.stores import index_of
     from app.store import KnowledgeBase
 
-    vectors, rng = vectors_of(chunks)
+    vectors, rng = clustered_vectors(chunks)
     with app.app_context():
         row = app.extensions["sqlalchemy"].session.query(KnowledgeBase).filter_by(
             name="big").one()
