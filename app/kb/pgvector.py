@@ -93,7 +93,7 @@ class PgVectorIndex:
     def check(self) -> None:
         """Make sure the store has pgvector (creating the extension where it is available
         and the store's user may); Unprocessable naming what is missing otherwise."""
-        with self._transaction() as conn:
+        with self._transaction(read=True) as conn:
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
                 return
             available = conn.execute("SELECT 1 FROM pg_available_extensions "
@@ -228,7 +228,7 @@ class PgVectorIndex:
 
         if not tables:
             return {}
-        with self._transaction() as conn:
+        with self._transaction(read=True) as conn:
             present = {r[0] for r in conn.execute(
                 "SELECT relname FROM pg_class WHERE relkind IN ('r', 'p') AND relname = "
                 "ANY(%s) AND pg_table_is_visible(oid)", (list(tables),))}
@@ -244,7 +244,7 @@ class PgVectorIndex:
 
         where, params = _where(filters)
         try:
-            with self._transaction() as conn:
+            with self._transaction(read=True) as conn:
                 rows = conn.execute(sql.SQL(f"SELECT {_COLUMNS} FROM {{}} WHERE {where} "
                                             "ORDER BY doc_id, number LIMIT %s").format(
                     self._table(table)), (*params, limit)).fetchall()
