@@ -28,6 +28,9 @@ from typing import Any
 from ..errors import Conflict, Unprocessable, VectorStoreUnavailable
 from .index import OPERATORS, Chunk, Filter, Hit, fused_ranking, words_of
 
+# psycopg is imported by the methods, on first use: a deployment whose knowledge bases stay
+# in the index file never loads it for them (a worker's memory, tests/test_idle_imports.py).
+
 # A table name given by ``storage = <store>.<table>``: a plain identifier, kept lower-case.
 TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _COLUMNS = "rowid, doc_id, number, total, start, end_at, content, metadata"
@@ -93,6 +96,8 @@ class PgVectorIndex:
     def check(self) -> None:
         """Make sure the store has pgvector (creating the extension where it is available
         and the store's user may); Unprocessable naming what is missing otherwise."""
+        import psycopg
+
         with self._transaction(read=True) as conn:
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
                 return
@@ -104,8 +109,6 @@ class PgVectorIndex:
                                 "pg_available_extensions); install pgvector there or name "
                                 "another store", title="Invalid knowledge base",
                                 errors={"storage": ["no pgvector"]})
-        import psycopg
-
         try:
             with self._transaction() as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
