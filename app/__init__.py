@@ -25,6 +25,7 @@ from .extensions import db, init_migrations, release_session
 from .federation.engine import init_engine
 from .federation.spark import init_spark
 from .jsonio import JSONProvider
+from .kb.stores import check_settings as check_kb_stores
 from .malloc import limit_arenas
 from .mcp.completions import init_completions
 from .mindsdb.runs import init_jobs, start_jobs
@@ -61,6 +62,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         # them (schemas, secret masking), turning a refusal back into a 500.
         raise RuntimeError(f"QUARRY_MAX_JSON_DEPTH must be between 1 and "
                            f"{MAX_JSON_DEPTH_CEILING}, not {settings['MAX_JSON_DEPTH']}")
+
+    check_kb_stores(settings["KB_STORES"])
 
     app = Flask(__name__, instance_path=instance_path)
     app.config.update(settings)

@@ -169,6 +169,17 @@ SETTINGS: list[Setting] = [
     Setting("KB_INSERT_TIMEOUT_S", 3600.0, float,
             "Time limit of one INSERT … SELECT into a knowledge base, in seconds: its rows "
             "are read while they are embedded"),
+    Setting("KB_STORES", {}, "json",
+            'Vector stores a knowledge base may be kept in (storage = <name>), as JSON: '
+            '{"name": "postgresql://user:pass@host/db"}, each a PostgreSQL with pgvector '
+            "that Quarry owns; the name quarry also means Quarry's own store when it is "
+            "PostgreSQL with pgvector (default: none, knowledge bases stay in KB_DIR)"),
+    Setting("KB_STORE_CONNECT_TIMEOUT_S", 5.0, float,
+            "Seconds to wait for a vector store (KB_STORES) before a request answers 503"),
+    Setting("KB_HNSW_EF_SEARCH", 200, int,
+            "Candidates a search by meaning in a vector store (KB_STORES) keeps while it "
+            "walks the HNSW graph (pgvector's hnsw.ef_search; more: better recall, slower; "
+            "at most 1000)"),
     Setting("EMBEDDING_ENDPOINTS", "", str,
             "Comma-separated base URLs of OpenAI-compatible embedding (and rerank) endpoints "
             "a knowledge base may name (embedding_model or reranking_model base_url, e.g. "

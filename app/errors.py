@@ -116,6 +116,14 @@ class StoreUnavailable(QuarryError):
     title = "Metadata store unavailable"
 
 
+class VectorStoreUnavailable(QuarryError):
+    """A vector store an administrator configured for knowledge bases cannot be reached: the
+    message names the store, never its address or password."""
+
+    status = 503
+    title = "Vector store unavailable"
+
+
 class EngineUnavailable(QuarryError):
     """The cluster engine federated statements run on (Spark Connect) cannot be reached or
     refuses the session: the statement did not run; it may be sent again later."""

@@ -92,6 +92,19 @@ def quality(client, size: int) -> dict[str, float]:
     return scores
 
 
+def clustered_vectors(chunks: int):
+    """``chunks`` unit vectors of 384 dimensions around 500 centres (seeded), and the
+    random generator, for the questions."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(500, 384)).astype(np.float32)
+    vectors = centers[rng.integers(0, 500, chunks)] + \
+        0.6 * rng.normal(size=(chunks, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors, rng
+
+
 def index(client, app, chunks: int, samples: int) -> dict[str, float]:
     import numpy as np
 
@@ -103,11 +116,7 @@ def index(client, app, chunks: int, samples: int) -> dict[str, float]:
         uid = app.extensions["sqlalchemy"].session.query(KnowledgeBase.uid).filter_by(
             name="big").scalar()
         store = current_index()
-        rng = np.random.default_rng(0)
-        centers = rng.normal(size=(500, 384)).astype(np.float32)
-        vectors = centers[rng.integers(0, 500, chunks)] + \
-            0.6 * rng.normal(size=(chunks, 384)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors, rng = clustered_vectors(chunks)
         for start in range(0, chunks, 5000):
             block = [Chunk(str(i), 1, 1, 0, 5, f"chunk {i}", {})
                      for i in range(start, min(start + 5000, chunks))]

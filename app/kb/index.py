@@ -382,7 +382,7 @@ class KbIndex:
                 ranked = list(by_vector)
             else:
                 by_words = self._words(conn, uid, text, where, params, depth)
-                ranked = _fused(list(by_vector), by_words, alpha)[:limit]
+                ranked = fused_ranking(list(by_vector), by_words, alpha)[:limit]
             distances = dict(by_vector)
             for rowid in (r for r in ranked if r not in distances):
                 distances[rowid] = conn.execute(
@@ -423,11 +423,11 @@ class KbIndex:
     def _words(self, conn: Any, uid: str, text: str, where: str, params: list[Any],
                depth: int) -> list[int]:
         table, _, fts = self._names(uid)
-        words = _WORD.findall(text)
+        words = words_of(text)
         if not words:
             return []
         # Each word quoted: the text is searched for, never read as FTS5 query syntax.
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         rows = conn.execute(f"SELECT f.rowid FROM {fts} f JOIN {table} c ON c.rowid = f.rowid "
                             f"WHERE {fts} MATCH ? AND {where} ORDER BY bm25({fts}) LIMIT ?",
                             (match, *params, depth))
@@ -487,12 +487,18 @@ def _chunk(row: Sequence[Any]) -> Chunk:
     return Chunk(row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]))
 
 
-def _fused(by_vector: list[int], by_words: list[int], alpha: float) -> list[int]:
+def fused_ranking(by_vector: list[int], by_words: list[int], alpha: float) -> list[int]:
+    """Reciprocal-rank fusion of two rankings of rowids, weighted by ``alpha``."""
     scores: dict[int, float] = {}
     for weight, ranking in ((alpha, by_vector), (1 - alpha, by_words)):
         for rank, rowid in enumerate(ranking, 1):
             scores[rowid] = scores.get(rowid, 0.0) + weight / (_RRF_K + rank)
     return sorted(scores, key=lambda r: -scores[r])
+
+
+def words_of(text: str) -> list[str]:
+    """The words of a question, each once, in order (what a search by words looks for)."""
+    return list(dict.fromkeys(_WORD.findall(text)))
 
 
 def _where(filters: Sequence[Filter], alias: str) -> tuple[str, list[Any]]:

@@ -51,7 +51,9 @@ KNOWLEDGE_BASE_COLUMNS = ["NAME", "PROJECT", "EMBEDDING_MODEL", "RERANKING_MODEL
 
 def knowledge_base_row(kb: dict[str, Any]) -> tuple[Any, ...]:
     """A knowledge base (the service's description) as SHOW KNOWLEDGE_BASES shows it."""
-    return (kb["name"], kb["project"], kb["embedding_model"], None, None,
+    storage = f"{kb['vector_database']}.{kb['vector_database_table']}" \
+        if kb["vector_database"] else None
+    return (kb["name"], kb["project"], kb["embedding_model"], None, storage,
             kb["metadata_columns"], kb["content_columns"], kb["id_column"], kb["params"],
             kb["documents"], kb["chunks"])
 

@@ -85,14 +85,16 @@ class KnowledgeBaseOut(Schema):
     project = fields.String()
     embedding_model = fields.Nested(EmbeddingOut)
     reranking_model = fields.Raw(allow_none=True)
-    vector_database = fields.String(allow_none=True)
+    vector_database = fields.String(allow_none=True)  # the store named by storage = …
     vector_database_table = fields.String(allow_none=True)
     content_columns = fields.List(fields.String())
     metadata_columns = fields.List(fields.String(), allow_none=True)
     id_column = fields.String()
     params = fields.Dict()
-    documents = fields.Integer(metadata={"description": "documents (ids) held"})
-    chunks = fields.Integer()
+    # None in a listing when the base's vector store cannot be reached
+    documents = fields.Integer(allow_none=True,
+                               metadata={"description": "documents (ids) held"})
+    chunks = fields.Integer(allow_none=True)
     created_at = fields.DateTime()
     updated_at = fields.DateTime()
 

@@ -6,7 +6,9 @@
 - what an INSERT … SELECT reads is read with the inserter's own rights, through the one
   read-only data path (views expanded where they are named), as a training reads its rows;
 - the settings are kept in the store; the chunks, their vectors and words in the index file
-  (``app/kb/index.py``); an id inserted again has its chunks replaced;
+  (``app/kb/index.py``), or in a PostgreSQL with pgvector that an administrator configured
+  (``storage = <store>``, ``app/kb/stores.py``), never in a data source; an id inserted
+  again has its chunks replaced;
 - embeddings come from the embedded model (no network), or from an OpenAI-compatible
   endpoint only when its base URL is one an administrator listed (EMBEDDING_ENDPOINTS): any
   other is refused before any request is made (no SSRF); its key is encrypted at rest and
@@ -25,9 +27,17 @@ from flask import current_app
 from marshmallow import ValidationError
 from sqlalchemy import and_, delete, select
 
-from ..errors import BadRequest, NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
+from ..errors import (
+    BadRequest,
+    NameTaken,
+    ObjectNotFound,
+    ProjectNotFound,
+    Unprocessable,
+    VectorStoreUnavailable,
+)
 from ..extensions import db
 from ..federation import run as federation
+from ..kb import stores
 from ..kb.embeddings import (
     LOCAL_MODEL,
     LOCAL_PROVIDER,
@@ -35,11 +45,12 @@ from ..kb.embeddings import (
     EndpointModel,
     local_model,
 )
-from ..kb.index import Chunk, Filter, Hit, current_index, split_text
+from ..kb.index import Chunk, Filter, Hit, split_text
 from ..kb.reranking import EndpointReranker
 from ..rules.names import lookup_key, name_key, validate_name
 from ..schemas.knowledge_bases import RerankingModel
 from ..sql.errors import SqlError
+from ..sql.sources import current_sources
 from ..store import KnowledgeBase, Project
 from . import access, audit
 from . import sqlviews as view_service
@@ -62,12 +73,10 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
     """Create knowledge base ``project.name`` with ``options`` (KnowledgeBaseOptions, loaded)."""
     validate_name("knowledge base", name)
     project, existing = _lookup(project_name, name, "write")
-    if options.get("storage"):
-        raise Unprocessable("storage: Quarry keeps knowledge bases in its own index file "
-                            "(QUARRY_KB_DIR); no other vector store can be named yet",
-                            title="Invalid knowledge base", errors={"storage": ["not supported"]})
     if existing is not None:
         raise NameTaken("Knowledge base", name, project.name)
+    uid = uuid.uuid4().hex
+    storage = _storage(options.get("storage"), uid)
     embedding, api_key = _embedding(options.get("embedding_model") or {})
     reranking, reranking_key = _reranking(options.get("reranking_model"))
     chunking = (options.get("preprocessing") or {}).get(
@@ -77,18 +86,48 @@ def create_knowledge_base(project_name: str, name: str, options: dict[str, Any]
                             title="Invalid knowledge base",
                             errors={"chunk_overlap": ["not below chunk_size"]})
     row = KnowledgeBase(
-        project_id=project.id, name=name, name_key=name_key(name), uid=uuid.uuid4().hex,
+        project_id=project.id, name=name, name_key=name_key(name), uid=uid,
         params={"content_columns": options.get("content_columns") or ["content"],
                 "metadata_columns": options.get("metadata_columns"),
-                "id_column": options.get("id_column") or "id", **chunking},
+                "id_column": options.get("id_column") or "id", **chunking,
+                **({"storage": storage} if storage else {})},
         embedding=embedding, api_key=api_key, reranking=reranking,
         reranking_api_key=reranking_key)
     db.session.add(row)
     audit.record_change("knowledge_base", "create", f"{project.name}.{name}", None,
                         _settings(row))
-    commit(lambda: NameTaken("Knowledge base", name, project.name))
-    current_index().create(row.uid)
+    index, key = stores.index_of(uid, row.params)
+    if storage is None:
+        commit(lambda: NameTaken("Knowledge base", name, project.name))
+        index.create(key)
+    else:  # the table first: a name taken in the store leaves no knowledge base behind
+        index.create(key)
+        try:
+            commit(lambda: NameTaken("Knowledge base", name, project.name))
+        except BaseException:
+            index.drop(key)
+            raise
     return _entry(row, project, counts=(0, 0))
+
+
+def _storage(given: Any, uid: str) -> dict[str, str] | None:
+    """Where a new knowledge base is kept: None for the index file, else {store, table}
+    of a configured vector store that has pgvector; Unprocessable for any other name."""
+    if given is None or given == "":
+        return None
+    if isinstance(given, dict) and set(given) <= {"database", "table"} and all(
+            isinstance(v, str) and v for v in given.values()) and "database" in given:
+        # mindsdb_sdk's form: {"database": <store>, "table": <table>}
+        given = ".".join(v for v in (given["database"], given.get("table")) if v)
+    if not isinstance(given, str):
+        raise Unprocessable("storage: a store name, <store>.<table>, or {\"database\": "
+                            "<store>, \"table\": <table>}", title="Invalid knowledge base",
+                            errors={"storage": ["not a name"]})
+    store, table = stores.parse_storage(given)
+    if store not in stores.store_urls():
+        raise stores.unknown_store(store, current_sources().get(store) is not None)
+    stores.pgvector_store(store).check()
+    return {"store": store, "table": table or stores.default_table(uid)}
 
 
 def _embedding(given: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -161,12 +200,16 @@ def _require_listed(base_url: str, field: str = "embedding_model") -> None:
 
 def drop_knowledge_base(project_name: str, name: str) -> None:
     project, row = _require(project_name, name, "write")
-    uid = row.uid
+    index, key = stores.index_of(row.uid, row.params)
+    in_store = bool(row.params.get("storage"))
+    if in_store:  # first: a store that cannot be reached leaves the base as it was
+        index.drop(key)
     audit.record_change("knowledge_base", "drop", f"{project.name}.{row.name}",
                         _settings(row), None)
     delete_or_gone(delete(KnowledgeBase).where(KnowledgeBase.id == row.id),
                    lambda: KnowledgeBaseNotFound(name, project.name))
-    current_index().drop(uid)
+    if not in_store:
+        index.drop(key)
 
 
 def list_knowledge_bases(project_name: str) -> list[dict[str, Any]]:
@@ -174,8 +217,31 @@ def list_knowledge_bases(project_name: str) -> list[dict[str, Any]]:
     rows = db.session.scalars(select(KnowledgeBase).where(KnowledgeBase.project_id ==
                                                           project.id)
                               .order_by(KnowledgeBase.name_key)).all()
-    counts = current_index().counts([row.uid for row in rows])
+    counts = _counts(rows, lenient=True)
     return [_entry(row, project, counts[row.uid]) for row in rows]
+
+
+def _counts(rows: Sequence[KnowledgeBase], lenient: bool = False
+            ) -> dict[str, tuple[int | None, int | None]]:
+    """(documents, chunks) of each knowledge base by uid: one statement per store. With
+    ``lenient``, the bases of a store that cannot be reached (or is no longer configured)
+    count None, so that a listing still shows the others."""
+    by_store: dict[str | None, list[KnowledgeBase]] = {}
+    for row in rows:
+        by_store.setdefault((row.params.get("storage") or {}).get("store"), []).append(row)
+    counts: dict[str, tuple[int | None, int | None]] = {}
+    for group in by_store.values():
+        try:
+            index = stores.index_of(group[0].uid, group[0].params)[0]
+            keyed = {stores.index_of(r.uid, r.params)[1]: r.uid for r in group}
+            found = index.counts(list(keyed))
+        except (VectorStoreUnavailable, Unprocessable):
+            if not lenient:
+                raise
+            found, keyed = {}, {}
+            counts.update({r.uid: (None, None) for r in group})
+        counts.update({uid: found[key] for key, uid in keyed.items()})
+    return counts
 
 
 def get_knowledge_base(project_name: str, name: str) -> dict[str, Any]:
@@ -269,7 +335,7 @@ def _ingest(project: Project, row: KnowledgeBase, columns: list[str],
     """Embed and write the records of ``batches`` (read one at a time), KB_INSERT_BATCH_ROWS
     documents per transaction; a failure keeps the transactions before it and says so."""
     embedder = _embedder(row)
-    index = current_index()
+    index, key = stores.index_of(row.uid, row.params)
     size = current_app.config["KB_INSERT_BATCH_ROWS"]
     done = {"rows": 0, "chunks": 0}
 
@@ -287,7 +353,7 @@ def _ingest(project: Project, row: KnowledgeBase, columns: list[str],
                 chunks = [c for doc_id, text, meta in batch
                           for c in _chunks(doc_id, text, meta, row.params)]
                 vectors = embedder.embed([c.content for c in chunks])
-                index.upsert(row.uid, chunks, vectors)
+                index.upsert(key, chunks, vectors)
                 done["rows"] += len(batch)
                 done["chunks"] += len(chunks)
                 if progress is not None:
@@ -382,9 +448,9 @@ def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) ->
     """Delete the documents the filters (on id and metadata) keep; how many."""
     project, row = _require(project_name, name, "write")
     filters = _checked(row, filters)
-    index = current_index()
-    doc_ids = sorted({hit.chunk.doc_id for hit in index.listing(row.uid, filters, None)})
-    count = index.delete(row.uid, doc_ids)
+    index, key = stores.index_of(row.uid, row.params)
+    doc_ids = sorted({hit.chunk.doc_id for hit in index.listing(key, filters, None)})
+    count = index.delete(key, doc_ids)
     audit.record_change("knowledge_base", "delete", f"{project.name}.{row.name}", None,
                         {"rows": count})
     db.session.commit()
@@ -404,11 +470,11 @@ def search(project_name: str, name: str, *, content: str | None,
         raise Unprocessable(f"Knowledge base {project.name}.{row.name} has no "
                             "reranking_model: leave reranking out or write reranking = false",
                             title="No reranking model")
-    index = current_index()
+    index, key = stores.index_of(row.uid, row.params)
     if limit == 0:
         return []
     if content is None:
-        answer = [_hit(hit) for hit in index.listing(row.uid, filters, limit)]
+        answer = [_hit(hit) for hit in index.listing(key, filters, limit)]
     else:
         try:
             vector = _embedder(row).embed([content])[0]
@@ -416,7 +482,7 @@ def search(project_name: str, name: str, *, content: str | None,
             raise Unprocessable(exc.message, title="Embedding failed") from None
         wanted = DEFAULT_LIMIT if limit is None else limit
         rerank = row.reranking is not None and reranking is not False
-        hits = index.search(row.uid, vector, content, filters, alpha=alpha,
+        hits = index.search(key, vector, content, filters, alpha=alpha,
                             limit=_rerank_depth(wanted) if rerank else wanted)
         answer = [_hit(hit) for hit in hits]
         if rerank:
@@ -502,13 +568,13 @@ def _settings(row: KnowledgeBase) -> dict[str, Any]:
 
 
 def _entry(row: KnowledgeBase, project: Project,
-           counts: tuple[int, int] | None = None) -> dict[str, Any]:
-    documents, chunks = counts if counts is not None else \
-        current_index().counts([row.uid])[row.uid]
+           counts: tuple[int | None, int | None] | None = None) -> dict[str, Any]:
+    documents, chunks = counts if counts is not None else _counts([row])[row.uid]
     params = row.params
+    storage = params.get("storage") or {}
     return {"name": row.name, "project": project.name, "embedding_model": row.embedding,
-            "reranking_model": row.reranking, "vector_database": None,
-            "vector_database_table": None,
+            "reranking_model": row.reranking, "vector_database": storage.get("store"),
+            "vector_database_table": storage.get("table"),
             "content_columns": params["content_columns"],
             "metadata_columns": params["metadata_columns"], "id_column": params["id_column"],
             "params": {"preprocessing": {"text_chunking_config": {

@@ -5,7 +5,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..errors import Conflict, NameReserved, ProjectNotEmpty, ProjectNotFound
 from ..extensions import db
-from ..kb.index import current_index
+from ..kb import stores
 from ..rules.names import DEFAULT_PROJECT, lookup_key, name_key, validate_database_name
 from ..sql.sources import current_sources
 from ..store import Agent, DatabaseName, KnowledgeBase, MLModel, Project, Skill
@@ -95,13 +95,20 @@ def delete_project(name: str, *, cascade: bool = False) -> None:
     db.session.execute(db.delete(DatabaseName).where(
         DatabaseName.name_key == project.name_key, DatabaseName.kind == "project"))
     # The knowledge bases' rows go with the project; their tables in the index file after.
-    uids = list(db.session.scalars(select(KnowledgeBase.uid)
-                                   .where(KnowledgeBase.project_id == project.id)))
+    # Tables in a vector store first (one that cannot be reached leaves the project as it
+    # was); the index file's after the commit.
+    later = []
+    for uid, params in db.session.execute(select(KnowledgeBase.uid, KnowledgeBase.params)
+                                          .where(KnowledgeBase.project_id == project.id)):
+        index, key = stores.index_of(uid, params)
+        if params.get("storage"):
+            index.drop(key)
+        else:
+            later.append((index, key))
     delete_or_gone(db.delete(Project).where(Project.id == project.id),
                    lambda: ProjectNotFound(name))
-    index = current_index()
-    for uid in uids:
-        index.drop(uid)
+    for index, key in later:
+        index.drop(key)
 
 
 def shadowed_projects() -> list[str]:

