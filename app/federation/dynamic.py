@@ -27,6 +27,12 @@ compares more loosely (MariaDB ignores case and trailing spaces) only sends a fe
 and the engine joins them as before. Text keys go only as an IN list, never as a range: the
 sources' collations order text differently from the engine. A filter that kept most of its
 leg's rows is not waited for again.
+
+Text keys meet an integer column as the engine compares them: DuckDB casts the text to an
+integer, so the keys are the text cast by DuckDB itself (``TRY_CAST``; text that is no
+integer matches no row). A knowledge base's ids are text in MindsDB's shape and a table's
+ids are often integers: its hits (a table the engine holds before any leg runs, ``Held``)
+cut the legs joined to them on the id, whatever their size.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from ..sql.gate import gate
 from ..sql.sources import SourceRegistry
 from . import files
 from .engine import Estimates, Session, Sizes
-from .plan import Leg, Link, leg_sql, source_column
+from .plan import Held, Leg, Link, leg_sql, source_column
 
 # A leg with more rows than FEDERATION_DYNAMIC_KEYS still gives its keys (as a range) to a
 # leg this many times its size.
@@ -59,11 +65,15 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
     (at most ``max_keys`` rows, or distinct keys when they were counted) or that has a
     tenth of the target's rows or less (waiting for it costs little beside the target).
     Sizes order the legs strictly (ties by leg number), so no two legs wait for each
-    other."""
+    other. A table the engine holds before the legs run (``Held``: a knowledge base's
+    hits) gives its keys to every leg it is linked to."""
     if max_keys <= 0:
         return {}
     chosen: dict[str, list[Link]] = {}
     for link in links:
+        if isinstance(link.source, Held):  # in the engine already: nothing to wait for
+            chosen.setdefault(link.target.name, []).append(link)
+            continue
         small, large = size_of(link.source, sizes), size_of(link.target, sizes)
         if small is None or large is None:  # neither estimated nor read before
             continue
@@ -107,7 +117,8 @@ def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes
              timeout_s: float, kept: Estimates, ttl_s: float) -> None:
     """Ask each source the rows of its legs that a dynamic filter may join (see
     ``estimate_legs``)."""
-    linked = {id(leg): leg for link in links for leg in (link.source, link.target)}
+    linked = {id(leg): leg for link in links if not isinstance(link.source, Held)
+              for leg in (link.source, link.target)}
     estimate_legs(list(linked.values()), registry, sizes, timeout_s, kept, ttl_s)
 
 
@@ -192,8 +203,8 @@ def order(legs: list[Leg], waits: dict[str, list[Link]]) -> list[Leg]:
     done: list[Leg] = []
     seen: set[str] = set()
 
-    def visit(leg: Leg) -> None:
-        if leg.name in seen:
+    def visit(leg: Leg | Held) -> None:
+        if leg.name in seen or isinstance(leg, Held):  # a held table is no leg to run
             return
         seen.add(leg.name)
         for link in waits.get(leg.name, ()):
@@ -208,6 +219,9 @@ def order(legs: list[Leg], waits: dict[str, list[Link]]) -> list[Leg]:
 def describe(link: Link) -> str:
     """How EXPLAIN shows a dynamic filter."""
     column = source_column(link.target, link.target_column)
+    if isinstance(link.source, Held):
+        return (f"filtered by the {link.source_column} values of {link.source.label}: "
+                f"{column.sql(dialect=link.target.source.sqlglot_dialect)} IN (…)")
     return (f"filtered by keys of {link.source.name} at run time: "
             f"{column.sql(dialect=link.target.source.sqlglot_dialect)} IN "
             f"(the values of {link.source_column})")
@@ -221,14 +235,16 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
     conditions: list[exp.Expression] = []
     lists: dict[str, str] = {}
     for link in links:
-        found = session.keys(link.source.name, link.source_column, max_keys)
+        wanted = link.target.kinds.get(link.target_column)
+        found = session.keys(link.source.name, link.source_column, max_keys,
+                             as_int=wanted == "int")
         if found is None:
             continue
         kind, values, low, high = found
-        if kind != link.target.kinds.get(link.target_column):
+        if kind != wanted:
             continue
         column = source_column(leg, link.target_column)
-        label = link.source.name
+        label = link.source.label if isinstance(link.source, Held) else link.source.name
         if values is not None and not values:
             conditions.append(exp.false())
             leg.dynamic.append(f"no rows: {label} has no key")

@@ -9,6 +9,7 @@ sources — returns None and goes on to the data path, which speaks the sources'
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mindsdb_sql_parser.ast import (
@@ -48,8 +49,10 @@ from mindsdb_sql_parser.ast.mindsdb import (
     FinetunePredictor,
     RetrainPredictor,
 )
+from mindsdb_sql_parser.ast.select.union import CombiningQuery
 
 from ..errors import ModelNotFound, ProjectNotFound
+from ..federation import run as federation
 from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
@@ -121,6 +124,9 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
     answer = grants.grant_statement(query, ctx)
     if answer is not None:
         return answer
+    explained = federation.explained(query)
+    if explained is not None:  # EXPLAIN of a SELECT that may read a knowledge base
+        return _explain(explained, ctx)
     statement = _parse(query)
     if statement is None:
         return None
@@ -132,7 +138,21 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
         return handler(statement, ctx)
     if isinstance(statement, Select):
         return _select(statement, ctx)
+    if isinstance(statement, CombiningQuery):  # UNION, INTERSECT, EXCEPT
+        return knowledge_bases.select_federated(statement, ctx)
     return None
+
+
+def _explain(query: str, ctx: Context) -> dict[str, Any] | None:
+    """EXPLAIN of a SELECT that reads a knowledge base; None for any other (the data path
+    explains it)."""
+    try:
+        statement = parse_sql_cached(query)
+    except NotParsed:
+        return None
+    if not isinstance(statement, Select | CombiningQuery):
+        return None
+    return knowledge_bases.explain_federated(statement, replace(ctx, query=query))
 
 
 # First words of the statements this module owns: when the MindsDB parser cannot read one,
