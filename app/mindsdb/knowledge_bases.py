@@ -184,8 +184,9 @@ def delete(statement: Delete, ctx: Context) -> Body | None:
 
 
 def select(statement: Select, project: str, name: str, alias: str | None,
-           ctx: Context) -> Body:
-    """A search (WHERE content = '…') or a listing of the knowledge base's chunks."""
+           ctx: Context, found: kb_service.Readable | None = None) -> Body:
+    """A search (WHERE content = '…') or a listing of the knowledge base's chunks
+    (``found``: as ``find_readable`` answered it)."""
     if statement.group_by or statement.having:
         raise SqlError(ErrorCode.UNSUPPORTED, "GROUP BY and HAVING are not supported on a "
                        "knowledge base")
@@ -201,7 +202,7 @@ def select(statement: Select, project: str, name: str, alias: str | None,
         hits = kb_service.search(project, name, content=terms["content"],
                                  filters=terms["filters"], min_relevance=terms["relevance"],
                                  alpha=terms["alpha"], limit=wanted,
-                                 reranking=terms["reranking"])
+                                 reranking=terms["reranking"], found=found)
     columns = list(kb_service.HIT_COLUMNS)
     relation = Relation.of(columns, [tuple(h[c] for c in columns) for h in hits],
                            qualifier=alias or name)
@@ -303,6 +304,7 @@ class _Search:
     key: str
     terms: dict[str, Any]
     wanted: int
+    found: kb_service.Readable
 
     @property
     def label(self) -> str:
@@ -372,12 +374,12 @@ def _prepare(select: Select | CombiningQuery, ctx: Context
         return None
     most = current_app.config["FEDERATION_MAX_LEG_ROWS"]
     searches = []
-    for table, (project, name) in found:
+    for table, (project, name, readable) in found:
         alias = table.alias_or_name
         terms = _terms(_pulled(table, alias))
         key = f"quarry_kb_{secrets.token_hex(4)}_{len(searches)}"
         searches.append(_Search(project, name, alias, key, terms,
-                                _hits_wanted(table, terms, most)))
+                                _hits_wanted(table, terms, most), readable))
         table.replace(exp.Table(this=exp.to_identifier(key),
                                 alias=exp.TableAlias(this=exp.to_identifier(alias))))
     return statement, dialect, searches
@@ -390,7 +392,7 @@ def _searched(search: _Search, most: int) -> federation.Given:
         hits = kb_service.search(search.project, search.name, content=terms["content"],
                                  filters=terms["filters"], min_relevance=terms["relevance"],
                                  alpha=terms["alpha"], limit=search.wanted,
-                                 reranking=terms["reranking"])
+                                 reranking=terms["reranking"], found=search.found)
     if terms["content"] is None and len(hits) >= search.wanted:
         raise SqlError(ErrorCode.TOO_MANY_ROWS, f"Knowledge base {search.project}."
                        f"{search.name} lists more than {most} chunks "
@@ -474,8 +476,9 @@ def _subselects(node: Any) -> list[Select]:
 
 
 def _knowledge_base(table: exp.Table, statement: exp.Expression, ctx: Context
-                    ) -> tuple[str, str] | None:
-    """(project, name) when ``table`` is a knowledge base the caller may read."""
+                    ) -> tuple[str, str, kb_service.Readable] | None:
+    """(project, name, as ``find_readable`` found it) when ``table`` is a knowledge base
+    the caller may read."""
     if not table.name or table.catalog:
         return None
     if table.db:
@@ -484,9 +487,11 @@ def _knowledge_base(table: exp.Table, statement: exp.Expression, ctx: Context
         return None
     else:
         project = ctx.find_project(ctx.db)
-    if project is None or not kb_service.is_knowledge_base(project, table.name):
+    readable = kb_service.find_readable(project, table.name) if project is not None \
+        else None
+    if readable is None:
         return None
-    return project, table.name
+    return project, table.name, readable
 
 
 def _pulled(table: exp.Table, alias: str) -> list[tuple[str, str, Any]]:

@@ -205,9 +205,10 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if name.lower() == "knowledge_bases" and not kb_service.is_knowledge_base(project, name):
         relation = tables.knowledge_bases_table([project], alias or "knowledge_bases")
         return statements.select_table(statement, relation, ctx)
-    model = _model(project, name)
-    if model is None and kb_service.is_knowledge_base(project, name):
-        return knowledge_bases.select(statement, project, name, alias, ctx)
+    model = _model(project, name, ctx)
+    readable = kb_service.find_readable(project, name) if model is None else None
+    if readable is not None:
+        return knowledge_bases.select(statement, project, name, alias, ctx, readable)
     if model is None:
         answered = _prediction_view(statement, project, name, alias, ctx)
         if answered is not None:
@@ -260,7 +261,10 @@ def _project_object(parts: list[str], ctx: Context) -> tuple[str, str] | None:
     return None
 
 
-def _model(project: str, name: str):
+def _model(project: str, name: str, ctx: Context | None = None):
+    found = ctx.project_row(project) if ctx is not None else None
+    if found is not None:  # looked up already by this statement
+        return model_service.model_of(found, name)
     try:
         return model_service.get_model(project, name)
     except (ModelNotFound, ProjectNotFound):
