@@ -29,7 +29,7 @@ sources' collations order text differently from the engine. A filter that kept m
 leg's rows is not waited for again.
 
 Text keys meet an integer column as the engine compares them: DuckDB casts the text to an
-integer, so the keys are the text cast by DuckDB itself (``TRY_CAST``; text that is no
+integer, so the keys are the text cast by DuckDB itself (``TRY_CAST`` to BIGINT; text that is no
 integer matches no row). A knowledge base's ids are text in MindsDB's shape and a table's
 ids are often integers: its hits (a table the engine holds before any leg runs, ``Held``)
 cut the legs joined to them on the id, whatever their size.

@@ -200,7 +200,7 @@ class Session:
             field_type = empty.to_arrow_table().schema.field(0).type
             kind = key_kind(field_type)
             if kind == "text" and as_int:
-                kind, quoted = "int", f"TRY_CAST({quoted} AS HUGEINT)"
+                kind, quoted = "int", f"TRY_CAST({quoted} AS BIGINT)"
             if kind is None:
                 return None
             values = self.conn.execute(

@@ -39,7 +39,7 @@ TICKETS = {
 }
 # Rows of the large tables; a leg may send at most LEG_ROWS (FEDERATION_MAX_LEG_ROWS), so
 # a statement that reads one of them whole fails, and one cut to the hits' ids does not.
-BIG, LEG_ROWS = 20_000, 2_000
+BIG, LEG_ROWS = 5_000, 500
 
 
 @pytest.fixture(scope="module")
@@ -205,8 +205,8 @@ def test_bad_conditions_on_the_knowledge_base_are_clear_errors(query):
 
 def test_the_joined_leg_reads_only_the_rows_whose_id_is_a_hit(query):
     # The hits' ids are text (MindsDB's shape), pg's are integers: the leg gets
-    # ``id IN (…)`` with the ids as integers, and sends a handful of its 20 000 rows where
-    # a leg may send 2 000.
+    # ``id IN (…)`` with the ids as integers, and sends a handful of its 5 000 rows where
+    # a leg may send 500.
     hits = _search(query, "paper stuck in the printer", " LIMIT 3")
     sql = ("SELECT d.id, d.title, k.relevance FROM mindsdb.notes AS k JOIN pg.big_docs AS d "
            "ON d.id = k.id WHERE k.content = 'paper stuck in the printer' "
