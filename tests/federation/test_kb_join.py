@@ -37,6 +37,9 @@ TICKETS = {
     "a9e0f7d2-5b3c-4e1f-8d6a-7c8b9a0f1e2d": "The monitor goes dark and flickers.",
     "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f": "How do I export my contacts?",
 }
+# Text ids that the engine reads as integers when it compares them with an integer column
+# (DuckDB's cast: a hexadecimal literal, leading zeros, a digit separator).
+CODES = {"0x10": 16, "0007": 7, "1_000": 1000}
 # Rows of the large tables; a leg may send at most LEG_ROWS (FEDERATION_MAX_LEG_ROWS), so
 # a statement that reads one of them whole fails, and one cut to the hits' ids does not.
 BIG, LEG_ROWS = 5_000, 500
@@ -75,6 +78,9 @@ def query(fed_sources, big_tables, sqlite_template, session_dir, tmp_path_factor
     assert run("CREATE KNOWLEDGE_BASE mindsdb.tickets")["type"] == "ok"
     values = ", ".join(f"('{key}', '{text}')" for key, text in TICKETS.items())
     assert run(f"INSERT INTO mindsdb.tickets (id, content) VALUES {values}")["type"] == "ok"
+    assert run("CREATE KNOWLEDGE_BASE mindsdb.codes")["type"] == "ok"
+    values = ", ".join(f"('{key}', 'note {n}')" for n, key in enumerate(CODES))
+    assert run(f"INSERT INTO mindsdb.codes (id, content) VALUES {values}")["type"] == "ok"
     yield run
     _dispose(app)
 
@@ -279,3 +285,11 @@ def test_a_knowledge_base_in_union_cte_and_subquery(query):
     assert [(s["step"].split(";")[0], s["source"]) for s in steps] == [
         ("search 1: notes", "mindsdb.notes"), ("search 2: tickets", "mindsdb.tickets"),
         ("engine", "duckdb")]
+
+
+def test_text_ids_are_cast_as_the_engine_compares_them(query):
+    # The leg is cut to the ids as DuckDB casts them, so each row the engine's join keeps
+    # is sent (a parse of its own would miss '0x10'), and no more than the cap allows.
+    found = _table(query("SELECT d.id, k.id AS kid FROM mindsdb.codes k JOIN pg.big_docs d "
+                         "ON d.id = k.id WHERE k.content = 'note'"))
+    assert sorted((r["kid"], r["id"]) for r in found) == sorted(CODES.items())
