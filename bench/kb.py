@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -154,6 +155,20 @@ def index(client, app, chunks: int, samples: int) -> dict[str, float]:
             "search CPU p50 ms": statistics.median(search_cpu) * 1000,
             "SELECT 1 CPU p50 ms": statistics.median(select1_cpu) * 1000,
             "search / SELECT 1 (CPU)": cpu}
+
+
+@contextmanager
+def kb_app():
+    """(app, its test client, the folder) on a migrated SQLite store in a temporary
+    folder, knowledge bases in it too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/store.db"
+        migrate(quarry_env(QUARRY_DATABASE_URL=url, QUARRY_INSTANCE_PATH=tmp))
+        from app import create_app
+
+        app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": tmp, "DEMO_SOURCE": False,
+                          "KB_DIR": os.path.join(tmp, "kb")})
+        yield app, app.test_client(), tmp
 
 
 def _store_statements(app, work) -> int:
@@ -279,14 +294,7 @@ def main() -> None:
     parser.add_argument("--stream-rows", type=int, default=100_000,
                         help="rows of the large insert (and a quarter of them); 0: none")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{tmp}/store.db"
-        migrate(quarry_env(QUARRY_DATABASE_URL=url, QUARRY_INSTANCE_PATH=tmp))
-        from app import create_app
-
-        app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": tmp, "DEMO_SOURCE": False,
-                          "KB_DIR": os.path.join(tmp, "kb")})
-        client = app.test_client()
+    with kb_app() as (app, client, tmp):
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         wall, cpu = insert_rate(client, args.insert_rows)
         print(f"insert rate (embedded model, ~1 000-character chunks): {wall:.1f} chunks/s, "

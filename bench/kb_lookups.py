@@ -17,15 +17,13 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._server import migrate, quarry_env  # noqa: E402
-from bench.kb import _sql, _store_statements, index  # noqa: E402
+from bench.kb import _sql, _store_statements, index, kb_app  # noqa: E402
 
 
 def _with_old_lookups():
@@ -57,14 +55,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=100)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{tmp}/store.db"
-        migrate(quarry_env(QUARRY_DATABASE_URL=url, QUARRY_INSTANCE_PATH=tmp))
-        from app import create_app
-
-        app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": tmp, "DEMO_SOURCE": False,
-                          "KB_DIR": os.path.join(tmp, "kb")})
-        client = app.test_client()
+    with kb_app() as (app, client, _):
         index(client, app, args.chunks, 5)  # the base, its vectors, a warm copy
 
         def search(n: int, label: str) -> None:
