@@ -9,7 +9,8 @@ insert rate of the embedded model — side by side in one run.
   (BM25, hybrid_search_alpha = 0) and hybrid (alpha 0.5), all through POST /api/sql/query;
 - **index**: ``--chunks`` vectors of 384 dimensions (clustered, unit length) written into
   one knowledge base's index; recall@10 of its search vs exact search (numpy) on the same
-  vectors, and the p50 of a search through POST /api/sql/query vs ``SELECT 1`` there;
+  vectors, and the p50 of a search through POST /api/sql/query vs ``SELECT 1`` there, in
+  wall time and in the process's CPU time (which the machine's other work sways less);
 - **insert rate**: chunks of ~1 000 characters embedded and written per second;
 - **memory of a large insert**: ``--stream-rows`` rows of a SQLite data source inserted by
   ``INSERT … SELECT`` (embedded by a toy OpenAI-compatible endpoint in this process, so
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -135,18 +137,66 @@ def index(client, app, chunks: int, samples: int) -> dict[str, float]:
                                                         alpha=None)}
             exact = {str(i) for i in np.argsort(-(vectors @ vector))[:10]}
             recall.append(len(got & exact) / 10)
-    search, select1 = [], []
+    # Wall time, and the process's CPU time (its threads' too: the model's), which the
+    # machine's other work changes less than the wall time.
+    search, select1, search_cpu, select1_cpu = [], [], [], []
     _sql(client, "SELECT id FROM mindsdb.big WHERE content = 'warm up' LIMIT 10")
+    statements = _store_statements(app, lambda: _sql(
+        client, "SELECT id FROM mindsdb.big WHERE content = 'counted' LIMIT 10"))
     for n in range(samples):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         _sql(client, f"SELECT id FROM mindsdb.big WHERE content = 'question {n}' LIMIT 10")
         search.append(time.perf_counter() - started)
-        started = time.perf_counter()
+        search_cpu.append(time.process_time() - cpu)
+        started, cpu = time.perf_counter(), time.process_time()
         _sql(client, "SELECT 1")
         select1.append(time.perf_counter() - started)
+        select1_cpu.append(time.process_time() - cpu)
+    wall = statistics.median(search) / statistics.median(select1)
+    cpu = statistics.median(search_cpu) / statistics.median(select1_cpu)
     return {"recall@10": statistics.fmean(recall), "first search s": first,
+            "store statements a search": statements,
+            "store statements a SELECT 1": _store_statements(app, lambda: _sql(
+                client, "SELECT 1")),
             "search p50 ms": statistics.median(search) * 1000,
-            "SELECT 1 p50 ms": statistics.median(select1) * 1000}
+            "SELECT 1 p50 ms": statistics.median(select1) * 1000,
+            "search / SELECT 1 (wall)": wall,
+            "search CPU p50 ms": statistics.median(search_cpu) * 1000,
+            "SELECT 1 CPU p50 ms": statistics.median(select1_cpu) * 1000,
+            "search / SELECT 1 (CPU)": cpu}
+
+
+@contextmanager
+def kb_app():
+    """(app, its test client, the folder) on a migrated SQLite store in a temporary
+    folder, knowledge bases in it too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/store.db"
+        migrate(quarry_env(QUARRY_DATABASE_URL=url, QUARRY_INSTANCE_PATH=tmp))
+        from app import create_app
+
+        app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": tmp, "DEMO_SOURCE": False,
+                          "KB_DIR": os.path.join(tmp, "kb")})
+        yield app, app.test_client(), tmp
+
+
+def _store_statements(app, work) -> int:
+    """How many statements ``work`` sends to the store (SQLAlchemy's engine)."""
+    from sqlalchemy import event
+
+    with app.app_context():
+        engine = app.extensions["sqlalchemy"].engine
+    sent = []
+
+    def count(*_args) -> None:
+        sent.append(1)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        work()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    return len(sent)
 
 
 def insert_rate(client, rows: int) -> tuple[float, float]:
@@ -253,14 +303,7 @@ def main() -> None:
     parser.add_argument("--stream-rows", type=int, default=100_000,
                         help="rows of the large insert (and a quarter of them); 0: none")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{tmp}/store.db"
-        migrate(quarry_env(QUARRY_DATABASE_URL=url, QUARRY_INSTANCE_PATH=tmp))
-        from app import create_app
-
-        app = create_app({"DATABASE_URL": url, "INSTANCE_PATH": tmp, "DEMO_SOURCE": False,
-                          "KB_DIR": os.path.join(tmp, "kb")})
-        client = app.test_client()
+    with kb_app() as (app, client, tmp):
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         wall, cpu = insert_rate(client, args.insert_rows)
         print(f"insert rate (embedded model, ~1 000-character chunks): {wall:.1f} chunks/s, "
@@ -278,6 +321,7 @@ def main() -> None:
         figures = index(client, app, args.chunks, args.samples)
         print(f"{args.chunks} chunks × 384: " + ", ".join(f"{k} {v:.3f}"
                                                           for k, v in figures.items()))
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,10 @@ Each sample asks one function's summary line three ways, alternating:
   of the federation engine, the SQLite table a leg);
 - ``SELECT 1``.
 
-It prints the medians and the ratio joined / alone: what the federation engine adds to a
-search. Everything runs in this process through the Flask test client, on a migrated
-SQLite store in a temporary folder.
+It prints the medians, the rows the SQLite leg sent for each joined statement, and the
+ratio joined / alone: what the federation engine adds to a search. Everything runs in
+this process through the Flask test client, on a migrated SQLite store in a temporary
+folder.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def main() -> None:
             "SELECT 1": "SELECT 1",
         }
         times: dict[str, list[float]] = {label: [] for label in shapes}
+        sent, leg_rows = _count_leg_rows(), []
         print(f"{len(pairs)} documents, load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} cores")
         for shape in shapes.values():  # warm: the model, the engine, the pools
@@ -79,16 +81,38 @@ def main() -> None:
             question = _quote(pairs[n % len(pairs)][0])
             order = list(shapes.items()) if n % 2 == 0 else list(reversed(shapes.items()))
             for label, shape in order:
+                sent.clear()
                 started = time.perf_counter()
                 body = _sql(client, shape.format(q=question))
                 times[label].append(time.perf_counter() - started)
+                if label == "search joined":
+                    leg_rows.append(sum(sent))
                 if label == "search joined" and len(body["data"]) != 10:
                     raise SystemExit(f"the join answered {len(body['data'])} rows")
         medians = {label: statistics.median(t) * 1000 for label, t in times.items()}
         for label, ms in medians.items():
             print(f"{label:<15} p50 {ms:8.1f} ms")
+        print(f"rows the SQLite leg sent a joined statement: p50 "
+              f"{statistics.median(leg_rows):.0f} of {len(pairs) + 10_000}")
         print(f"joined / alone: {medians['search joined'] / medians['search alone']:.2f}; "
               f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
+def _count_leg_rows() -> list[int]:
+    """The rows each leg of a federated statement sends from its source, as they are read
+    (``federation.legs.load``, wrapped here: the bench's own count, not Quarry's)."""
+    from app.federation import legs
+
+    sent: list[int] = []
+    load = legs.load
+
+    def counted(*args, **kwargs):
+        rows = load(*args, **kwargs)
+        sent.append(rows)
+        return rows
+
+    legs.load = counted
+    return sent
 
 
 if __name__ == "__main__":

@@ -34,6 +34,12 @@ compares more loosely (MariaDB ignores case and trailing spaces) only sends a fe
 and the engine joins them as before. Text keys go only as an IN list, never as a range: the
 sources' collations order text differently from the engine. A filter that kept most of its
 leg's rows is not waited for again.
+
+Text keys meet an integer column as the engine compares them: DuckDB casts the text to an
+integer, so the keys are the text cast by DuckDB itself (``TRY_CAST`` to BIGINT; text that is no
+integer matches no row). A knowledge base's ids are text in MindsDB's shape and a table's
+ids are often integers: its hits (a table the engine holds before any leg runs, ``Held``)
+cut the legs joined to them on the id, whatever their size.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from ..sql.gate import gate
 from ..sql.sources import DataSource, SourceRegistry
 from . import files
 from .engine import Estimates, Session, Sizes
-from .plan import Leg, Link, leg_sql, source_column
+from .plan import Held, Leg, Link, leg_sql, source_column
 
 # A leg with more rows than FEDERATION_DYNAMIC_KEYS still gives its keys (as a range) to a
 # leg this many times its size.
@@ -69,11 +75,15 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
     (at most ``max_keys`` rows, or distinct keys when they were counted) or that has a
     tenth of the target's rows or less (waiting for it costs little beside the target).
     Sizes order the legs strictly (ties by leg number), so no two legs wait for each
-    other."""
+    other. A table the engine holds before the legs run (``Held``: a knowledge base's
+    hits) gives its keys to every leg it is linked to."""
     if max_keys <= 0:
         return {}
     chosen: dict[str, list[Link]] = {}
     for link in links:
+        if isinstance(link.source, Held):  # in the engine already: nothing to wait for
+            chosen.setdefault(link.target.name, []).append(link)
+            continue
         small, large = size_of(link.source, sizes), size_of(link.target, sizes)
         if small is None or large is None or link.covered:  # not estimated, or useless
             continue
@@ -117,7 +127,9 @@ def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes
              timeout_s: float, kept: Estimates, ttl_s: float) -> None:
     """Ask each source the rows of its legs that a dynamic filter may join (see
     ``estimate_legs``), and, for a link whose source leg reads a whole table, how many
-    values its column and the target's column hold (``covered``), all at once."""
+    values its column and the target's column hold (``covered``), all at once. A link from
+    a held table (a knowledge base's hits) needs neither: its keys are known already."""
+    links = [link for link in links if not isinstance(link.source, Held)]
     linked = {id(leg): leg for link in links for leg in (link.source, link.target)}
     columns: dict[tuple[str, str], tuple[DataSource, exp.Table, str]] = {}
     for link in links:
@@ -284,8 +296,8 @@ def order(legs: list[Leg], waits: dict[str, list[Link]]) -> list[Leg]:
     done: list[Leg] = []
     seen: set[str] = set()
 
-    def visit(leg: Leg) -> None:
-        if leg.name in seen:
+    def visit(leg: Leg | Held) -> None:
+        if leg.name in seen or isinstance(leg, Held):  # a held table is no leg to run
             return
         seen.add(leg.name)
         for link in waits.get(leg.name, ()):
@@ -300,6 +312,9 @@ def order(legs: list[Leg], waits: dict[str, list[Link]]) -> list[Leg]:
 def describe(link: Link) -> str:
     """How EXPLAIN shows a dynamic filter."""
     column = source_column(link.target, link.target_column)
+    if isinstance(link.source, Held):
+        return (f"filtered by the {link.source_column} values of {link.source.label}: "
+                f"{column.sql(dialect=link.target.source.sqlglot_dialect)} IN (…)")
     return (f"filtered by keys of {link.source.name} at run time: "
             f"{column.sql(dialect=link.target.source.sqlglot_dialect)} IN "
             f"(the values of {link.source_column})")
@@ -313,14 +328,16 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
     conditions: list[exp.Expression] = []
     lists: dict[str, str] = {}
     for link in links:
-        found = session.keys(link.source.name, link.source_column, max_keys)
+        wanted = link.target.kinds.get(link.target_column)
+        found = session.keys(link.source.name, link.source_column, max_keys,
+                             as_int=wanted == "int")
         if found is None:
             continue
         kind, values, low, high = found
-        if kind != link.target.kinds.get(link.target_column):
+        if kind != wanted:
             continue
         column = source_column(leg, link.target_column)
-        label = link.source.name
+        label = link.source.label if isinstance(link.source, Held) else link.source.name
         if values is not None and not values:
             conditions.append(exp.false())
             leg.dynamic.append(f"no rows: {label} has no key")

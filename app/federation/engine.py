@@ -187,16 +187,20 @@ class Session:
         if table not in self._tables:  # no other thread writes this leg's table
             self.append(table, schema.empty_table())
 
-    def keys(self, table: str, column: str, most: int
+    def keys(self, table: str, column: str, most: int, *, as_int: bool = False
              ) -> tuple[str, list | None, Any, Any] | None:
         """The distinct non-NULL values of ``column`` in leg table ``table`` (a dynamic
         filter's keys): (its kind, see ``key_kind``; the values or None beyond ``most``,
-        min, max); None for a column of another type."""
+        min, max); None for a column of another type. ``as_int``: text keys as the engine
+        compares them with an integer column, cast by DuckDB (text that is no integer is
+        left out: it equals no integer)."""
         quoted = '"' + column.replace('"', '""') + '"'
         with self._lock, _engine_errors():
             empty = self.conn.execute(f'SELECT {quoted} FROM "{table}" LIMIT 0')
             field_type = empty.to_arrow_table().schema.field(0).type
             kind = key_kind(field_type)
+            if kind == "text" and as_int:
+                kind, quoted = "int", f"TRY_CAST({quoted} AS BIGINT)"
             if kind is None:
                 return None
             values = self.conn.execute(

@@ -80,12 +80,26 @@ class Leg:
 
 
 @dataclass
+class Held:
+    """A table the engine holds before any leg is read (rows Quarry made: a knowledge
+    base's hits), which may give its keys to a leg it is joined to (``dynamic.py``)."""
+
+    name: str                        # the engine table
+    label: str                       # how EXPLAIN and the legs' filters name it
+
+    @property
+    def shape(self) -> str:
+        return f"held:{self.label}"
+
+
+@dataclass
 class Link:
     """An equality between a column of ``source`` and one of ``target`` that every row of
     the answer holds where ``target`` is read (``dynamic.py``): the target's rows whose
-    value is none of the source leg's values can be left in their database."""
+    value is none of the source leg's values can be left in their database. The source
+    may be a table the engine holds already (``Held``), whose keys are known at once."""
 
-    source: Leg
+    source: Leg | Held
     source_column: str               # in the source leg's engine table
     target: Leg
     target_column: str               # in the target leg's engine table
@@ -137,8 +151,8 @@ def fresh(plan: Plan) -> Plan:
     legs = [replace(leg, dynamic=[], rows=0, state="waiting", estimate=None)
             for leg in plan.legs]
     new = {id(old): leg for old, leg in zip(plan.legs, legs, strict=True)}
-    links = [replace(link, source=new[id(link.source)], target=new[id(link.target)],
-                     covered=False) for link in plan.links]
+    links = [replace(link, source=new.get(id(link.source), link.source),
+                     target=new[id(link.target)], covered=False) for link in plan.links]
     return Plan(legs, plan.engine_sql, plan.names, links)
 
 
@@ -251,10 +265,11 @@ def tables_of(statement: exp.Expression, registry: SourceRegistry,
 
 
 def split(statement: exp.Expression, registry: SourceRegistry, context: DataSource | None,
-          describe: Describe, given: dict[str, list[str]] | None = None) -> Plan:
+          describe: Describe, given: dict[str, list[str]] | None = None,
+          labels: dict[str, str] | None = None) -> Plan:
     """The legs and the engine statement of a parsed, read-only ``statement``; ``given``:
     tables the engine holds already (rows Quarry made: a knowledge base's search), by bare
-    name, with their columns."""
+    name, with their columns, and ``labels``: how to name them (by the same names)."""
     statement = statement.copy()
     names = _shown_names(statement)
     given = given or {}
@@ -304,7 +319,8 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
         raise SqlError(ErrorCode.SYNTAX, f"The statement cannot be read: {exc}") from None
     legs = _join_in_sources(statement, legs)
     _fill_legs(statement, legs)
-    links = find_links(statement, legs)
+    held = {name.lower(): Held(name, (labels or {}).get(name, name)) for name in given}
+    links = find_links(statement, legs, held)
     try:
         engine_sql = _named_by_tables(statement).sql(dialect="duckdb")
     except SqlglotError as exc:
@@ -698,9 +714,11 @@ def _pushable(condition: exp.Expression, alias: str | set[str], source: DataSour
 _FILTERABLE = ("postgresql", "mysql", "sqlite")
 
 
-def find_links(statement: exp.Expression, legs: list[Leg]) -> list[Link]:
-    """The equalities between columns of two legs that let one leg be cut to the other's
-    keys without changing the answer.
+def find_links(statement: exp.Expression, legs: list[Leg],
+               held: dict[str, Held] | None = None) -> list[Link]:
+    """The equalities between columns of two legs (or of a table the engine holds, by its
+    lower-case name in ``held``, and a leg) that let one leg be cut to the other's keys
+    without changing the answer.
 
     A leg can be cut to the keys of another when every row of the answer that uses one of
     its rows has the two columns equal (NULL equals nothing, so neither side's NULLs
@@ -722,10 +740,12 @@ def find_links(statement: exp.Expression, legs: list[Leg]) -> list[Link]:
         if start is None:
             continue
         joins = select.args.get("joins") or []
-        here: dict[str, Leg] = {}
+        here: dict[str, Leg | Held] = {}
         for item in [start.this] + [join.this for join in joins]:
             if isinstance(item, exp.Table) and item.name in by_name:
                 here[_alias(item)] = by_name[item.name]
+            elif isinstance(item, exp.Table) and item.name.lower() in (held or {}):
+                here[_alias(item)] = held[item.name.lower()]
         if len(here) < 2:
             continue
         outer = any(_join_kind(join) != "INNER" for join in joins)
@@ -756,7 +776,7 @@ def find_links(statement: exp.Expression, legs: list[Leg]) -> list[Link]:
         for a, b in pairs:
             source, target = here[_table(a)], here[_table(b)]
             name = b.name.lower()
-            if target.source.dialect not in _FILTERABLE or \
+            if isinstance(target, Held) or target.source.dialect not in _FILTERABLE or \
                     target.kinds.get(name) is None:
                 continue
             key = (source.name, a.name.lower(), target.name, name)
@@ -778,7 +798,7 @@ def _table(column: exp.Column) -> str:
     return (column.table or "").lower()
 
 
-def _pair(condition: exp.Expression, here: dict[str, Leg]
+def _pair(condition: exp.Expression, here: dict[str, Leg | Held]
           ) -> tuple[exp.Column, exp.Column] | None:
     """The two columns of ``a.x = b.y`` when they belong to two legs of ``here``."""
     if not isinstance(condition, exp.EQ):

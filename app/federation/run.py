@@ -76,6 +76,7 @@ class Given:
 
     columns: list[str]
     rows: list[tuple[Any, ...]]
+    label: str = ""              # what EXPLAIN and the legs' filters call it
 
 
 @dataclass
@@ -332,7 +333,8 @@ class _Run:
         else:
             plan = split(self.parsed, registry, self.context, lambda source, table:
                          columns[leg_runner.describe_key(source, table)],
-                         {name: table.columns for name, table in self.given.items()})
+                         {name: table.columns for name, table in self.given.items()},
+                         {name: table.label or name for name, table in self.given.items()})
             if self.key is not None:
                 engine.plans.put(self.key, Planned(self.parsed, read, plan))
             self.plan = fresh(plan)
@@ -365,7 +367,8 @@ class _Run:
                 links = waits.get(leg.name)
                 if links:  # the small legs first: their keys cut this one
                     for link in links:
-                        self._wait(child, loaded[link.source.name])
+                        if link.source.name in loaded:  # a held table is there already
+                            self._wait(child, loaded[link.source.name])
                     if any(link.source.name in failed for link in links):
                         raise child.error(self.timeout)  # the source's failure answers
                     sql = dynamic.filtered_sql(leg, links, self.session, most)
@@ -524,23 +527,28 @@ class _Run:
 
 def explain(query: str, registry: SourceRegistry, context: DataSource | None,
             timeout_s: float | None, statement: Statement | None,
-            params: dict[str, Any] | None = None) -> list[tuple[str, ...]]:
-    """Rows of EXPLAIN: each leg (its source and the SQL sent to it), then the engine."""
+            params: dict[str, Any] | None = None, given: dict[str, Given] | None = None
+            ) -> list[tuple[str, ...]]:
+    """Rows of EXPLAIN: each leg (its source and the SQL sent to it), then the engine.
+    ``given``: the tables Quarry makes itself (by their bare names; their columns only)."""
     statement = statement or Statement(uuid.uuid4().hex)
+    given = given or {}
     parsed = parse(query, registry, params)
     timeout = _timeout(_named_sources(parsed, registry, context), timeout_s)
     deadline = time.monotonic() + timeout
     engine = current_engine()
     try:
         columns = leg_runner.describe_tables(
-            registry, deadline, tables_of(parsed, registry, context),
+            registry, deadline, tables_of(parsed, registry, context, given),
             lambda jobs: [_guard(statement, timeout, lambda job=job: job(statement))
                           for job in jobs], engine.described,
             current_app.config["FEDERATION_CATALOG_TTL_S"])
     finally:
         statement.detach(_Detached())
     plan = split(parsed, registry, context, lambda source, table:
-                 columns[leg_runner.describe_key(source, table)])
+                 columns[leg_runner.describe_key(source, table)],
+                 {name: table.columns for name, table in given.items()},
+                 {name: table.label or name for name, table in given.items()})
     sizes = engine.sizes
     engine_name, note = "duckdb", None
     if current_app.config["FEDERATION_ENGINE"] != "duckdb":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ProjectNotFound
@@ -11,6 +11,7 @@ from ..services import projects as project_service
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.running import Statement
 from ..sql.sources import SourceRegistry
+from ..store import Project
 from .errors import service_errors
 
 
@@ -21,6 +22,9 @@ class Context:
     params: dict[str, Any] | None = None
     statement: Statement | None = None   # the running statement, when there is one
     query: str = ""                  # the statement's text as the caller wrote it
+    # Projects found while resolving the statement's names, by lower-case name: a statement
+    # names one several times (a search: the project, its models, its knowledge bases).
+    found: dict[str, Project] = field(default_factory=dict, repr=False, compare=False)
 
     def is_source(self, name: str) -> bool:
         return self.registry.get(name) is not None
@@ -37,12 +41,21 @@ class Context:
 
     def find_project(self, name: str) -> str | None:
         """The stored name of project ``name``, or None when there is no such project."""
+        found = self.project_row(name)
+        return found.name if found is not None else None
+
+    def project_row(self, name: str) -> Project | None:
+        """Project ``name`` as the caller may read it (``get_project``), or None; looked up
+        once per statement."""
         if self.is_source(name) or name.lower() == SYSTEM_DATABASE:
             return None
-        try:
-            return project_service.get_project(name).name
-        except ProjectNotFound:
-            return None
+        found = self.found.get(name.lower())
+        if found is None:
+            try:
+                found = self.found[name.lower()] = project_service.get_project(name)
+            except ProjectNotFound:
+                return None
+        return found
 
     def split(self, parts: list[str], kind: str) -> tuple[str, str]:
         """``[p, x]`` or ``[x]`` (in the context project) → (project, name).

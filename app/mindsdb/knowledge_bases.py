@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from flask import current_app
@@ -26,6 +27,7 @@ from mindsdb_sql_parser.ast import (
     Tuple,
 )
 from mindsdb_sql_parser.ast.mindsdb import CreateKnowledgeBase, DropKnowledgeBase
+from mindsdb_sql_parser.ast.select.union import CombiningQuery
 from sqlglot import exp
 
 from ..errors import NameTaken, ProjectNotFound
@@ -182,8 +184,9 @@ def delete(statement: Delete, ctx: Context) -> Body | None:
 
 
 def select(statement: Select, project: str, name: str, alias: str | None,
-           ctx: Context) -> Body:
-    """A search (WHERE content = '…') or a listing of the knowledge base's chunks."""
+           ctx: Context, found: kb_service.Readable | None = None) -> Body:
+    """A search (WHERE content = '…') or a listing of the knowledge base's chunks
+    (``found``: as ``find_readable`` answered it)."""
     if statement.group_by or statement.having:
         raise SqlError(ErrorCode.UNSUPPORTED, "GROUP BY and HAVING are not supported on a "
                        "knowledge base")
@@ -199,7 +202,7 @@ def select(statement: Select, project: str, name: str, alias: str | None,
         hits = kb_service.search(project, name, content=terms["content"],
                                  filters=terms["filters"], min_relevance=terms["relevance"],
                                  alpha=terms["alpha"], limit=wanted,
-                                 reranking=terms["reranking"])
+                                 reranking=terms["reranking"], found=found)
     columns = list(kb_service.HIT_COLUMNS)
     relation = Relation.of(columns, [tuple(h[c] for c in columns) for h in hits],
                            qualifier=alias or name)
@@ -290,42 +293,38 @@ _GLOT_OPERATORS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.G
                    exp.GTE: ">=", exp.Like: "like", exp.In: "in"}
 
 
-def select_federated(select: Select, ctx: Context) -> Body | None:
-    """A SELECT that reads a knowledge base beside data-source tables (a JOIN, a subquery):
-    each knowledge base is searched first, with the conditions on it (``kb.content = '…'``,
-    metadata, relevance …), and its hits stand in the statement as a table, which the
-    federation engine joins to the others. None when the statement reads no knowledge base."""
-    if not ctx.query or not _names_project_tables(select, ctx):
+@dataclass
+class _Search:
+    """A knowledge base of a statement over several sources: its search, made before the
+    legs are read, whose hits fill the engine table ``key``."""
+
+    project: str
+    name: str
+    alias: str
+    key: str
+    terms: dict[str, Any]
+    wanted: int
+    found: kb_service.Readable
+
+    @property
+    def label(self) -> str:
+        return f"the hits of knowledge base {self.project}.{self.name}"
+
+
+def select_federated(select: Select | CombiningQuery, ctx: Context) -> Body | None:
+    """A SELECT that reads a knowledge base beside data-source tables (a JOIN, a subquery,
+    a CTE, a UNION): each knowledge base is searched first, with the conditions on it
+    (``kb.content = '…'``, metadata, relevance …), and its hits stand in the statement as
+    a table, which the federation engine joins to the others (and uses to cut a leg joined
+    to them on the id: ``federation/dynamic.py``). None when the statement reads no
+    knowledge base."""
+    prepared = _prepare(select, ctx)
+    if prepared is None:
         return None
-    try:
-        statement, dialect = parse_any(ctx.query, ctx.registry)
-    except SqlError:
-        return None
-    found = [(table, kb) for table in statement.find_all(exp.Table)
-             if (kb := _knowledge_base(table, statement, ctx)) is not None]
-    if not found:
-        return None
+    statement, dialect, searches = prepared
+    most = current_app.config["FEDERATION_MAX_LEG_ROWS"]
+    given = {search.key: _searched(search, most) for search in searches}
     config = current_app.config
-    most = config["FEDERATION_MAX_LEG_ROWS"]
-    given: dict[str, federation.Given] = {}
-    for table, (project, name) in found:
-        alias = table.alias_or_name
-        terms = _terms(_pulled(table, alias))
-        wanted = _hits_wanted(table, terms, most)
-        with _errors(project, name):
-            hits = kb_service.search(project, name, content=terms["content"],
-                                     filters=terms["filters"],
-                                     min_relevance=terms["relevance"], alpha=terms["alpha"],
-                                     limit=wanted, reranking=terms["reranking"])
-        if terms["content"] is None and len(hits) >= wanted:
-            raise SqlError(ErrorCode.TOO_MANY_ROWS, f"Knowledge base {project}.{name} lists "
-                           f"more than {most} chunks (FEDERATION_MAX_LEG_ROWS) in this "
-                           "statement; search it (content = '…') or filter on its metadata")
-        key = f"quarry_kb_{secrets.token_hex(4)}_{len(given)}"
-        columns = list(kb_service.HIT_COLUMNS)
-        given[key] = federation.Given(columns, [_hit_row(hit, columns) for hit in hits])
-        table.replace(exp.Table(this=exp.to_identifier(key),
-                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
     limits = federation.Limits(timeout_s=None, max_rows=config["SQL_MAX_ROWS"],
                                max_bytes=config["SQL_MAX_RESPONSE_BYTES"],
                                max_leg_rows=most, params=ctx.params)
@@ -338,19 +337,127 @@ def select_federated(select: Select, ctx: Context) -> Body | None:
     return body
 
 
+def explain_federated(select: Select | CombiningQuery, ctx: Context) -> Body | None:
+    """EXPLAIN of a SELECT that reads a knowledge base (``ctx.query``: the SELECT): a step
+    per knowledge base's search (not run: which base, its conditions, how many hits),
+    then the legs and the engine as for any statement over several sources. None when the
+    statement reads no knowledge base."""
+    prepared = _prepare(select, ctx)
+    if prepared is None:
+        return None
+    statement, dialect, searches = prepared
+    columns = list(kb_service.HIT_COLUMNS)
+    given = {s.key: federation.Given(columns, [], s.label) for s in searches}
+    steps = federation.explain(statement.sql(dialect=dialect), ctx.registry,
+                               ctx.registry.get(ctx.db), None, ctx.statement, ctx.params,
+                               given)
+    rows = [(f"search {i}: {s.alias}; knowledge base {s.project}.{s.name}, up to "
+             f"{s.wanted} hits, handed to the engine as {s.key}",
+             f"{s.project}.{s.name}", _search_sql(s)) for i, s in enumerate(searches, 1)]
+    return table_body(federation.EXPLAIN_COLUMNS, rows + steps, ctx)
+
+
+def _prepare(select: Select | CombiningQuery, ctx: Context
+             ) -> tuple[exp.Expression, str, list[_Search]] | None:
+    """The statement (sqlglot's tree, and its dialect) with each knowledge base replaced by
+    the engine table its hits will fill, the conditions on it taken out; the searches.
+    None when it reads no knowledge base."""
+    if not ctx.query or not _names_project_tables(select, ctx):
+        return None
+    try:
+        statement, dialect = parse_any(ctx.query, ctx.registry)
+    except SqlError:
+        return None
+    found = [(table, kb) for table in statement.find_all(exp.Table)
+             if (kb := _knowledge_base(table, statement, ctx)) is not None]
+    if not found:
+        return None
+    most = current_app.config["FEDERATION_MAX_LEG_ROWS"]
+    searches = []
+    for table, (project, name, readable) in found:
+        alias = table.alias_or_name
+        terms = _terms(_pulled(table, alias))
+        key = f"quarry_kb_{secrets.token_hex(4)}_{len(searches)}"
+        searches.append(_Search(project, name, alias, key, terms,
+                                _hits_wanted(table, terms, most), readable))
+        table.replace(exp.Table(this=exp.to_identifier(key),
+                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return statement, dialect, searches
+
+
+def _searched(search: _Search, most: int) -> federation.Given:
+    """The hits of one knowledge base, as the engine's table."""
+    terms = search.terms
+    with _errors(search.project, search.name):
+        hits = kb_service.search(search.project, search.name, content=terms["content"],
+                                 filters=terms["filters"], min_relevance=terms["relevance"],
+                                 alpha=terms["alpha"], limit=search.wanted,
+                                 reranking=terms["reranking"], found=search.found)
+    if terms["content"] is None and len(hits) >= search.wanted:
+        raise SqlError(ErrorCode.TOO_MANY_ROWS, f"Knowledge base {search.project}."
+                       f"{search.name} lists more than {most} chunks "
+                       "(FEDERATION_MAX_LEG_ROWS) in this statement; search it (content = "
+                       "'…') or filter on its metadata")
+    columns = list(kb_service.HIT_COLUMNS)
+    return federation.Given(columns, [_hit_row(hit, columns) for hit in hits], search.label)
+
+
+# Search text longer than this is cut in EXPLAIN (it is no secret, but a step stays short).
+_SHOWN_TEXT = 60
+
+
+def _search_sql(search: _Search) -> str:
+    """The search as a statement on the knowledge base alone (its text shortened)."""
+    terms = search.terms
+    conditions: list[exp.Expression] = []
+    if terms["content"] is not None:
+        text = terms["content"]
+        if len(text) > _SHOWN_TEXT:
+            text = text[:_SHOWN_TEXT - 1] + "…"
+        conditions.append(exp.column("content").eq(exp.Literal.string(text)))
+    for found in terms["filters"]:
+        conditions.append(_filter_sql(found))
+    if terms["relevance"] is not None:
+        conditions.append(exp.column("relevance") >= terms["relevance"])
+    if terms["alpha"] is not None:
+        conditions.append(exp.column("hybrid_search_alpha").eq(terms["alpha"]))
+    if terms["reranking"] is not None:
+        conditions.append(exp.column("reranking").eq(exp.Boolean(this=terms["reranking"])))
+    select = exp.select("*").from_(exp.table_(search.name, db=search.project))
+    if conditions:
+        select = select.where(exp.and_(*conditions))
+    return select.limit(search.wanted).sql()
+
+
+def _filter_sql(found: Filter) -> exp.Expression:
+    column = exp.column(found.field)
+    op = {"<>": "!="}.get(found.op.lower(), found.op.lower())
+    if op in ("in", "not in"):
+        condition: exp.Expression = column.isin(*[exp.convert(v) for v in found.value])
+    else:
+        kind = next(k for k, v in _GLOT_OPERATORS.items() if v == op.removeprefix("not "))
+        condition = kind(this=column, expression=exp.convert(found.value))
+    return exp.not_(condition) if op.startswith("not ") else condition
+
+
 def _names_project_tables(node: Any, ctx: Context) -> bool:
     """Whether a SELECT's tables (its FROM tree: tables, joins, subqueries; the subqueries
-    of its WHERE) name one that is no data source's: the cheap test before the statement
-    is read again for knowledge bases."""
+    of its WHERE; its CTEs; both sides of a UNION, INTERSECT or EXCEPT) name one that is no
+    data source's: the cheap test before the statement is read again for knowledge
+    bases."""
     if isinstance(node, Identifier):
         parts = [str(p) for p in node.parts]
         return not ctx.is_source(parts[0] if len(parts) > 1 else ctx.db)
     if isinstance(node, Join):
         return _names_project_tables(node.left, ctx) or \
             _names_project_tables(node.right, ctx)
+    if isinstance(node, CombiningQuery):
+        return _names_project_tables(node.left, ctx) or \
+            _names_project_tables(node.right, ctx)
     if isinstance(node, Select):
         return _names_project_tables(node.from_table, ctx) or any(
-            _names_project_tables(inner, ctx) for inner in _subselects(node.where))
+            _names_project_tables(inner, ctx) for inner in _subselects(node.where)) or \
+            any(_names_project_tables(cte.query, ctx) for cte in node.cte or ())
     return False
 
 
@@ -369,8 +476,9 @@ def _subselects(node: Any) -> list[Select]:
 
 
 def _knowledge_base(table: exp.Table, statement: exp.Expression, ctx: Context
-                    ) -> tuple[str, str] | None:
-    """(project, name) when ``table`` is a knowledge base the caller may read."""
+                    ) -> tuple[str, str, kb_service.Readable] | None:
+    """(project, name, as ``find_readable`` found it) when ``table`` is a knowledge base
+    the caller may read."""
     if not table.name or table.catalog:
         return None
     if table.db:
@@ -379,9 +487,11 @@ def _knowledge_base(table: exp.Table, statement: exp.Expression, ctx: Context
         return None
     else:
         project = ctx.find_project(ctx.db)
-    if project is None or not kb_service.is_knowledge_base(project, table.name):
+    readable = kb_service.find_readable(project, table.name) if project is not None \
+        else None
+    if readable is None:
         return None
-    return project, table.name
+    return project, table.name, readable
 
 
 def _pulled(table: exp.Table, alias: str) -> list[tuple[str, str, Any]]:

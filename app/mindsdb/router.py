@@ -9,6 +9,7 @@ sources — returns None and goes on to the data path, which speaks the sources'
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mindsdb_sql_parser.ast import (
@@ -48,8 +49,10 @@ from mindsdb_sql_parser.ast.mindsdb import (
     FinetunePredictor,
     RetrainPredictor,
 )
+from mindsdb_sql_parser.ast.select.union import CombiningQuery
 
 from ..errors import ModelNotFound, ProjectNotFound
+from ..federation import run as federation
 from ..rules.names import AUDIT_TABLE, PROJECT_TABLES, SYSTEM_DATABASE
 from ..services import knowledge_bases as kb_service
 from ..services import models as model_service
@@ -121,6 +124,9 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
     answer = grants.grant_statement(query, ctx)
     if answer is not None:
         return answer
+    explained = federation.explained(query)
+    if explained is not None:  # EXPLAIN of a SELECT that may read a knowledge base
+        return _explain(explained, ctx)
     statement = _parse(query)
     if statement is None:
         return None
@@ -132,7 +138,21 @@ def service_statement(query: str, db: str, params: dict[str, Any] | None,
         return handler(statement, ctx)
     if isinstance(statement, Select):
         return _select(statement, ctx)
+    if isinstance(statement, CombiningQuery):  # UNION, INTERSECT, EXCEPT
+        return knowledge_bases.select_federated(statement, ctx)
     return None
+
+
+def _explain(query: str, ctx: Context) -> dict[str, Any] | None:
+    """EXPLAIN of a SELECT that reads a knowledge base; None for any other (the data path
+    explains it)."""
+    try:
+        statement = parse_sql_cached(query)
+    except NotParsed:
+        return None
+    if not isinstance(statement, Select | CombiningQuery):
+        return None
+    return knowledge_bases.explain_federated(statement, replace(ctx, query=query))
 
 
 # First words of the statements this module owns: when the MindsDB parser cannot read one,
@@ -185,9 +205,10 @@ def _select(statement: Select, ctx: Context) -> dict[str, Any] | None:
     if name.lower() == "knowledge_bases" and not kb_service.is_knowledge_base(project, name):
         relation = tables.knowledge_bases_table([project], alias or "knowledge_bases")
         return statements.select_table(statement, relation, ctx)
-    model = _model(project, name)
-    if model is None and kb_service.is_knowledge_base(project, name):
-        return knowledge_bases.select(statement, project, name, alias, ctx)
+    model = _model(project, name, ctx)
+    readable = kb_service.find_readable(project, name) if model is None else None
+    if readable is not None:
+        return knowledge_bases.select(statement, project, name, alias, ctx, readable)
     if model is None:
         answered = _prediction_view(statement, project, name, alias, ctx)
         if answered is not None:
@@ -240,7 +261,10 @@ def _project_object(parts: list[str], ctx: Context) -> tuple[str, str] | None:
     return None
 
 
-def _model(project: str, name: str):
+def _model(project: str, name: str, ctx: Context | None = None):
+    found = ctx.project_row(project) if ctx is not None else None
+    if found is not None:  # looked up already by this statement
+        return model_service.model_of(found, name)
     try:
         return model_service.get_model(project, name)
     except (ModelNotFound, ProjectNotFound):

@@ -252,9 +252,20 @@ def get_knowledge_base(project_name: str, name: str) -> dict[str, Any]:
 def is_knowledge_base(project_name: str, name: str) -> bool:
     """Whether the caller may read a knowledge base ``project.name`` (a name it cannot see
     is then read as something else)."""
+    return find_readable(project_name, name) is not None
+
+
+# A knowledge base the caller may read, with its project, as ``find_readable`` found it.
+Readable = tuple[Project, KnowledgeBase]
+
+
+def find_readable(project_name: str, name: str) -> Readable | None:
+    """The knowledge base ``project.name`` when the caller may read it, else None; given
+    to ``search`` (``found``), it spares the search a second lookup."""
     if not lookup_key(name):
-        return False
-    return _lookup(project_name, name, "read")[1] is not None
+        return None
+    project, row = _lookup(project_name, name, "read")
+    return None if row is None else (project, row)
 
 
 Progress = Callable[[int], None]
@@ -460,11 +471,13 @@ def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) ->
 def search(project_name: str, name: str, *, content: str | None,
            filters: Sequence[Filter] = (), min_relevance: float | None = None,
            alpha: float | None = None, limit: int | None = None,
-           reranking: bool | None = None) -> list[dict[str, Any]]:
+           reranking: bool | None = None, found: Readable | None = None
+           ) -> list[dict[str, Any]]:
     """The chunks best matching ``content`` (by meaning; with ``alpha``, fused with the
     words' BM25 ranking; then reranked when the knowledge base has a reranking model and
-    ``reranking`` is not False), or without it, the chunks the filters keep."""
-    project, row = _require(project_name, name, "read")
+    ``reranking`` is not False), or without it, the chunks the filters keep. ``found``:
+    the knowledge base as ``find_readable`` answered it in this statement."""
+    project, row = found if found is not None else _require(project_name, name, "read")
     filters = _checked(row, filters)
     if reranking and row.reranking is None:
         raise Unprocessable(f"Knowledge base {project.name}.{row.name} has no "

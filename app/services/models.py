@@ -38,11 +38,18 @@ def list_models(project: str) -> list[MLModel]:
 def get_model(project: str, ref: str) -> MLModel:
     """The model named ``ref`` (case-insensitive), or version N of it with ``name.N``."""
     found = get_project(project)
-    name, version = split_ref(ref)
-    model = find_model(found.id, name, version)
+    model = model_of(found, ref)
     if model is None:
         raise ModelNotFound(ref, found.name)
-    if model.status in PENDING:
+    return model
+
+
+def model_of(project: Project, ref: str) -> MLModel | None:
+    """``get_model`` in a project the caller has already looked up (``get_project``), or
+    None: one query fewer for a statement that resolved its project already."""
+    name, version = split_ref(ref)
+    model = find_model(project.id, name, version)
+    if model is not None and model.status in PENDING:
         recover_orphans([model])
     return model
 

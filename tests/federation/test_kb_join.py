@@ -5,8 +5,10 @@ computed here from the rows the sources hold (conftest.py) and the search alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import uuid
 from decimal import Decimal
 
 import pytest
@@ -15,7 +17,7 @@ from app import create_app
 
 from ..conftest import _dispose
 from ..helpers import sql_runner
-from .conftest import CUSTOMERS, ORDERS
+from .conftest import CUSTOMERS, ORDERS, SPLIT_DB, _mysql, _pg
 
 # One note per customer (its id), with a team as metadata.
 NOTES = {
@@ -29,20 +31,56 @@ NOTES = {
 NAMES = {c[0]: c[1] for c in CUSTOMERS}
 
 
+# Tickets whose ids are uuid-like text, in MariaDB among many others.
+TICKETS = {
+    "3f2b8c1e-0d4a-4c6e-9b7a-1e2f3a4b5c6d": "The screen flickers after the update.",
+    "a9e0f7d2-5b3c-4e1f-8d6a-7c8b9a0f1e2d": "The monitor goes dark and flickers.",
+    "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f": "How do I export my contacts?",
+}
+# Text ids that the engine reads as integers when it compares them with an integer column
+# (DuckDB's cast: a hexadecimal literal, leading zeros, a digit separator).
+CODES = {"0x10": 16, "0007": 7, "1_000": 1000}
+# Rows of the large tables; a leg may send at most LEG_ROWS (FEDERATION_MAX_LEG_ROWS), so
+# a statement that reads one of them whole fails, and one cut to the hits' ids does not.
+BIG, LEG_ROWS = 5_000, 500
+
+
 @pytest.fixture(scope="module")
-def query(fed_sources, sqlite_template, session_dir, tmp_path_factory):
+def big_tables(fed_sources):
+    """pg.big_docs (integer ids 1..BIG) and maria.tickets (uuid-like text ids: TICKETS and
+    BIG others)."""
+    with _pg(SPLIT_DB) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE big_docs (id integer PRIMARY KEY, title text)")
+        cur.execute(f"INSERT INTO big_docs SELECT n, 'title ' || n FROM "
+                    f"generate_series(1, {BIG}) AS n")
+    rows = [(key, f"subject of {key}") for key in TICKETS] + \
+        [(str(uuid.UUID(int=n + 1)), f"other {n}") for n in range(BIG)]
+    with contextlib.closing(_mysql(SPLIT_DB)) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE tickets (id VARCHAR(36) PRIMARY KEY, subject TEXT)")
+        cur.executemany("INSERT INTO tickets VALUES (%s, %s)", rows)
+
+
+@pytest.fixture(scope="module")
+def query(fed_sources, big_tables, sqlite_template, session_dir, tmp_path_factory):
     store = os.path.join(session_dir, "kb-join-store.db")
     shutil.copy(sqlite_template, store)
     app = create_app({"DATABASE_URL": f"sqlite:///{store}", "INSTANCE_PATH": session_dir,
                       "TESTING": True, "DATA_SOURCES": fed_sources, "SQL_TIMEOUT_S": 10.0,
                       "KB_DIR": str(tmp_path_factory.mktemp("kbjoin")),
-                      "FEDERATION_MEMORY": 64 * 1024 * 1024})
+                      "FEDERATION_MEMORY": 64 * 1024 * 1024,
+                      "FEDERATION_MAX_LEG_ROWS": LEG_ROWS})
     run = sql_runner(app.test_client())
     assert run("CREATE KNOWLEDGE_BASE mindsdb.notes USING metadata_columns = ['team']"
                )["type"] == "ok"
     values = ", ".join(f"({i}, '{text}', '{team}')" for i, (text, team) in NOTES.items())
     assert run(f"INSERT INTO mindsdb.notes (id, content, team) VALUES {values}"
                )["type"] == "ok"
+    assert run("CREATE KNOWLEDGE_BASE mindsdb.tickets")["type"] == "ok"
+    values = ", ".join(f"('{key}', '{text}')" for key, text in TICKETS.items())
+    assert run(f"INSERT INTO mindsdb.tickets (id, content) VALUES {values}")["type"] == "ok"
+    assert run("CREATE KNOWLEDGE_BASE mindsdb.codes")["type"] == "ok"
+    values = ", ".join(f"('{key}', 'note {n}')" for n, key in enumerate(CODES))
+    assert run(f"INSERT INTO mindsdb.codes (id, content) VALUES {values}")["type"] == "ok"
     yield run
     _dispose(app)
 
@@ -169,3 +207,89 @@ def test_bad_conditions_on_the_knowledge_base_are_clear_errors(query):
         assert body["type"] == "error", (sql, body)
         for word in words:
             assert word in body["error_message"], (sql, body)
+
+
+def test_the_joined_leg_reads_only_the_rows_whose_id_is_a_hit(query):
+    # The hits' ids are text (MindsDB's shape), pg's are integers: the leg gets
+    # ``id IN (…)`` with the ids as integers, and sends a handful of its 5 000 rows where
+    # a leg may send 500.
+    hits = _search(query, "paper stuck in the printer", " LIMIT 3")
+    sql = ("SELECT d.id, d.title, k.relevance FROM mindsdb.notes AS k JOIN pg.big_docs AS d "
+           "ON d.id = k.id WHERE k.content = 'paper stuck in the printer' "
+           "ORDER BY k.relevance DESC LIMIT 3")
+    found = _table(query(sql))
+    assert [r["id"] for r in found] == [int(h["id"]) for h in hits]
+    assert [r["title"] for r in found] == [f"title {h['id']}" for h in hits]
+    # The same join on an expression of the id gets no filter: the whole table comes.
+    whole = query(sql.replace("ON d.id = k.id", "ON d.id + 0 = k.id"))
+    assert whole["type"] == "error" and "FEDERATION_MAX_LEG_ROWS" in whole["error_message"]
+    # EXPLAIN names the search, and the leg cut by its ids.
+    steps = _table(query("EXPLAIN " + sql))
+    assert steps[0]["source"] == "mindsdb.notes"
+    assert steps[0]["step"].startswith("search 1: k; knowledge base mindsdb.notes, up to 10")
+    assert steps[0]["sql"] == ("SELECT * FROM mindsdb.notes WHERE content = 'paper stuck "
+                               "in the printer' LIMIT 10")
+    assert steps[1]["source"] == "pg" and steps[1]["step"].endswith(
+        'filtered by the id values of the hits of knowledge base mindsdb.notes: "d"."id" '
+        "IN (…)"), steps
+    assert [s["step"].split(":")[0] for s in steps] == ["search 1", "leg 1", "engine"]
+
+
+def test_uuid_like_text_ids_cut_a_mariadb_leg(query):
+    hits = _search_tickets(query, "a flickering display")
+    assert len(hits) == len(TICKETS)
+    found = _table(query(
+        "SELECT t.id, t.subject, k.chunk_content FROM maria.tickets t JOIN mindsdb.tickets k "
+        "ON k.id = t.id WHERE k.content = 'a flickering display'"))
+    assert sorted(r["id"] for r in found) == sorted(TICKETS)
+    for row in found:
+        assert row["subject"] == f"subject of {row['id']}"
+        assert row["chunk_content"] == TICKETS[row["id"]]
+    # A LEFT JOIN keeps every hit; its NULL side (the table) is still cut to their ids.
+    left = _table(query(
+        "SELECT k.id, t.subject FROM mindsdb.tickets k LEFT JOIN maria.tickets t "
+        "ON t.id = k.id AND t.subject <> 'subject of 0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f' "
+        "WHERE k.content = 'export contacts'"))
+    assert sorted((r["id"], r["subject"]) for r in left) == sorted(
+        (key, None if key.startswith("0c1d") else f"subject of {key}") for key in TICKETS)
+
+
+def _search_tickets(query, text: str) -> list[dict]:
+    return _table(query(f"SELECT id FROM mindsdb.tickets WHERE content = '{text}'"))
+
+
+def test_a_knowledge_base_in_union_cte_and_subquery(query):
+    printer = {h["id"] for h in _search(query, "printer", " LIMIT 2")}
+    union = _table(query(
+        "SELECT id FROM mindsdb.notes WHERE content = 'printer' LIMIT 2 UNION "
+        "SELECT CAST(id AS TEXT) FROM maria.customers WHERE id = 6"))
+    assert {r["id"] for r in union} == printer | {"6"}
+    both = _table(query(
+        "SELECT id FROM mindsdb.notes WHERE content = 'printer' LIMIT 2 INTERSECT "
+        "SELECT id FROM mindsdb.notes WHERE team = 'hardware'"))
+    assert {r["id"] for r in both} == printer & {"1", "4"}
+    # A CTE and a subquery in FROM, with a data source as the context.
+    cte = query("WITH h AS (SELECT id FROM mindsdb.notes WHERE content = 'printer' AND "
+                "team = 'hardware') SELECT c.name FROM customers c JOIN h ON h.id = c.id",
+                db="maria")
+    assert sorted(r["name"] for r in _table(cte)) == sorted([NAMES[1], NAMES[4]])
+    inner = _table(query(
+        "SELECT s.id, count(*) AS n FROM (SELECT id FROM mindsdb.notes WHERE content = "
+        "'printer' LIMIT 2) s JOIN pg.orders o ON o.customer_id = s.id GROUP BY s.id"))
+    assert {r["id"]: r["n"] for r in inner} == {
+        key: sum(1 for o in ORDERS if str(o[1]) == key) for key in printer
+        if any(str(o[1]) == key for o in ORDERS)}
+    # EXPLAIN of a UNION shows both searches, then the engine.
+    steps = _table(query("EXPLAIN SELECT id FROM mindsdb.notes WHERE content = 'printer' "
+                         "UNION ALL SELECT id FROM mindsdb.tickets WHERE content = 'x'"))
+    assert [(s["step"].split(";")[0], s["source"]) for s in steps] == [
+        ("search 1: notes", "mindsdb.notes"), ("search 2: tickets", "mindsdb.tickets"),
+        ("engine", "duckdb")]
+
+
+def test_text_ids_are_cast_as_the_engine_compares_them(query):
+    # The leg is cut to the ids as DuckDB casts them, so each row the engine's join keeps
+    # is sent (a parse of its own would miss '0x10'), and no more than the cap allows.
+    found = _table(query("SELECT d.id, k.id AS kid FROM mindsdb.codes k JOIN pg.big_docs d "
+                         "ON d.id = k.id WHERE k.content = 'note'"))
+    assert sorted((r["kid"], r["id"]) for r in found) == sorted(CODES.items())
