@@ -230,7 +230,8 @@ def test_models_predictions_and_skills_cannot_reach_an_ungranted_source(team):
     assert assert_same_as_missing(skill)[0] == 422
     # Trained by someone who may read the source, the model's JOIN still reads it as bob.
     team.sql("root", f"GRANT query ON DATABASE {SALES} TO bob")
-    trained = team.sql("bob", create.format(SALES) + " USING join_learn_process = true")
+    trained = team.sql("bob", create.format(SALES) +
+                       " USING join_learn_process = true, time_budget_s = 1")
     assert trained["type"] == "table", trained
     team.sql("root", f"REVOKE query ON DATABASE {SALES} FROM bob")
     join = "SELECT t.qty, m.amount FROM {}.orders AS t JOIN pb.m AS m LIMIT 3"

@@ -102,7 +102,7 @@ COOKIE_JAR_CHANGES = [
     ("DELETE", "/api/projects/jar/members/bob", None, 204),
     ("POST", "/api/projects/jar/models",
      {"query": "CREATE MODEL kinds FROM slow (SELECT * FROM flowers) PREDICT kind "
-               "USING join_learn_process = true"}, 201),
+               "USING join_learn_process = true, time_budget_s = 1"}, 201),
     ("POST", "/api/projects/jar/models/kinds/predict", {"data": [{"width": 1, "length": 4}]},
      200),
     ("PUT", "/api/projects/jar/models/kinds", {"active_version": 1}, 200),

@@ -21,8 +21,11 @@ from tests.auth.conftest import PASSWORD
 ROLES = ("admin", "owner", "editor", "viewer", "outsider", "anonymous")
 PID = os.getpid()
 RDB = f"rdb_{PID}"
+# A one-second training budget: the matrix checks who may train, not how well; the default
+# search took about 6 s of CPU per model, and a store's matrix trains ten of them (most in
+# the background, beside the calls it measures).
 CREATE_MODEL = ("CREATE MODEL {p}.{m} FROM demo (SELECT * FROM iris) PREDICT species "
-                "USING join_learn_process = {wait}")
+                "USING join_learn_process = {wait}, time_budget_s = 1")
 
 # Outcome rows, in the order of ROLES.
 OPEN = (200, 200, 200, 200, 200, 200)

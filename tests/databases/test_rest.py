@@ -64,7 +64,7 @@ def test_postgres_script_connect_query_train_drop(db_client, pg_db):
 
     model = db_client.post("/api/projects/mindsdb/models", json={
         "query": "CREATE MODEL mindsdb.kinds FROM shop_pg (SELECT x, kind FROM points) "
-                 "PREDICT kind USING join_learn_process = true"})
+                 "PREDICT kind USING join_learn_process = true, time_budget_s = 1"})
     assert model.status_code == 201, model.get_json()
     assert model.get_json()["status"] == "complete"
     assert model.get_json()["data_source"] == "shop_pg"

@@ -41,7 +41,7 @@ def test_mindsdb_script_over_sql(sql, pg_db, db_client):
     assert sql("SELECT count(*) AS n FROM sales.points")["data"] == [[len(PG_ROWS)]]
     assert sql("SELECT * FROM sales.points WHERE id = 2", db=None)["data"][0][:2] == [2, "row 2"]
     model = sql("CREATE MODEL mindsdb.kind_m FROM sales (SELECT x, kind FROM points) "
-                "PREDICT kind USING join_learn_process = true")
+                "PREDICT kind USING join_learn_process = true, time_budget_s = 1")
     assert model["type"] == "table", model
     predicted = sql("SELECT kind FROM mindsdb.kind_m WHERE x = 3.0")
     assert predicted["type"] == "table" and predicted["data"][0][0] in ("a", "b")

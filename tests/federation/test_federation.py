@@ -473,7 +473,8 @@ def test_a_streamed_federated_statement_keeps_the_stream_row_limit(fed_app, monk
 
 def test_a_model_joins_the_rows_of_a_subquery_over_several_sources(fquery):
     trained = fquery("CREATE MODEL mindsdb.fed_amount FROM pg (SELECT qty, rate, amount "
-                     "FROM orders) PREDICT amount USING join_learn_process = true")
+                     "FROM orders) PREDICT amount USING join_learn_process = true, "
+                     "time_budget_s = 1")
     assert trained["type"] != "error", trained
     body = fquery("SELECT t.id, m.amount FROM (SELECT o.id, o.qty, o.rate FROM pg.orders o "
                   "JOIN maria.customers c ON c.id = o.customer_id WHERE c.country = 'FR') "

@@ -104,9 +104,11 @@ def test_a_model_trains_from_a_view_and_joins_it(fquery, views):
     # its database, and the MindsDB form FROM <project> (SELECT * FROM <view>).
     for name, statement in [
             ("vm1", "CREATE MODEL mindsdb.vm1 FROM mindsdb (SELECT * FROM vorders) "
-                    "PREDICT amount USING join_learn_process = true"),
+                    "PREDICT amount USING join_learn_process = true, "
+                    "time_budget_s = 1"),
             ("vm2", "CREATE MODEL mindsdb.vm2 FROM (SELECT * FROM mindsdb.vorders) "
-                    "PREDICT amount USING join_learn_process = true")]:
+                    "PREDICT amount USING join_learn_process = true, "
+                    "time_budget_s = 1")]:
         body = fquery(statement)
         assert body["type"] == "table", body
         status = fquery(f"SELECT status, error FROM mindsdb.models WHERE name = '{name}'")
@@ -126,7 +128,8 @@ def test_a_model_trains_from_a_view_and_joins_it(fquery, views):
         assert fquery("CREATE VIEW mindsdb.vtargets AS (SELECT t.goal, u.ratio, t.country "
                       "FROM lite.targets t CROSS JOIN lite.targets u)")["type"] == "ok"
         body = fquery("CREATE MODEL mindsdb.vm3 FROM mindsdb (SELECT * FROM vtargets) "
-                      "PREDICT goal USING join_learn_process = true")
+                      "PREDICT goal USING join_learn_process = true, "
+                      "time_budget_s = 1")
         assert body["type"] == "table", body
         source = fquery("SELECT status FROM mindsdb.models WHERE name = 'vm3'")
         assert source["data"] == [["complete"]], source
@@ -166,7 +169,8 @@ def test_rights_hold_through_views_joins_and_training(make_auth_app, fed_sources
     assert sql("root", "GRANT query ON DATABASE pg TO alice")["type"] == "ok"
     assert sql("root", ORDERS_VIEW.replace("mindsdb.", "pa."))["type"] == "ok"
     body = sql("root", "CREATE MODEL pa.vm FROM pa (SELECT * FROM vorders) PREDICT amount "
-                       "USING join_learn_process = true")
+                       "USING join_learn_process = true, "
+                       "time_budget_s = 1")
     assert body["type"] == "table", body
     joined = sql("root", "SELECT t.qty, m.amount FROM pa.vorders t JOIN pa.vm m")
     assert joined["type"] == "table" and len(joined["data"]) > 3, joined
@@ -190,7 +194,8 @@ def test_rights_hold_through_views_joins_and_training(make_auth_app, fed_sources
                )["type"] == "ok"
     assert sql("alice", "SELECT count(*) FROM pa.mine")["data"] == [[60]]
     body = sql("alice", "CREATE MODEL pa.m3 FROM pa (SELECT * FROM mine) PREDICT amount "
-                        "USING join_learn_process = true")
+                        "USING join_learn_process = true, "
+                        "time_budget_s = 1")
     assert body["type"] == "table", body
     # Creating or changing a view needs the right to change its project.
     assert sql("root", "CREATE PROJECT rootp")["type"] == "ok"

@@ -34,8 +34,10 @@ PID = os.getpid()
 PG_DB = f"mcp_src_{PID}"
 MARIA_TABLE = f"mcp_hidden_{PID}"
 PASSWORD = "mcp test password"
+# A one-second budget (the default search of a small table takes 6 s): the tools need a
+# trained model to describe and ask, not the best one.
 CREATE_MODEL = ("CREATE MODEL mindsdb.flowers FROM demo (SELECT * FROM iris) PREDICT species "
-                "USING join_learn_process = true")
+                "USING join_learn_process = true, time_budget_s = 1")
 
 
 def _pg(database: str = "postgres") -> psycopg.Connection:

@@ -67,7 +67,7 @@ def test_native_query_on_a_project_joined_with_a_model(client):
     assert client.post("/api/projects", json={"name": "p1"}).status_code == 201
     created = client.post("/api/sql/query", json={
         "query": "CREATE MODEL p1.iris FROM demo (SELECT * FROM iris) PREDICT species "
-                 "USING join_learn_process = true"}).get_json()
+                 "USING join_learn_process = true, time_budget_s = 1"}).get_json()
     assert created["type"] == "table", created
     answer = client.post("/api/sql/query", json={
         "query": f"SELECT m.* FROM mindsdb ({SETOSA_SQL}) AS t JOIN p1.iris AS m"}).get_json()
