@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import federation as fed  # noqa: E402
 from _server import serving  # noqa: E402
 
-from tests.spark_server import connect_server, standalone_cluster  # noqa: E402
+from tests.spark_server import cluster_server, connect_server  # noqa: E402
 
 NAMES = ["Q3", "Q5", "Q10", "Q14"]
 
@@ -145,8 +145,7 @@ def cancel(url: str, ui: str) -> None:
 
 
 def cluster(folder: Path, env: dict[str, str], want: dict, repeat: int) -> None:
-    with standalone_cluster(str(folder / "cluster")) as master, \
-            connect_server(str(folder / "cluster-connect"), master=master) as server, \
+    with cluster_server(str(folder / "cluster")) as server, \
             serving({**env, "QUARRY_FEDERATION_ENGINE": "spark",
                      "QUARRY_SPARK_REMOTE": server.remote}, folder,
                     name="gunicorn-cluster") as quarry:

@@ -88,6 +88,18 @@ class FederatedResult:
     note: str | None = None      # why it is not the configured one (Spark down: DuckDB)
 
 
+def engine_context(engine: str, note: str | None) -> dict[str, str]:
+    """What an answer's context says of the engine that joined its legs: nothing for the
+    default one (DuckDB) as configured; its name otherwise, and the note saying why it
+    is not the configured one (Spark down with ``auto``: DuckDB ran it)."""
+    context: dict[str, str] = {}
+    if engine != "duckdb" or note:
+        context["engine"] = engine
+    if note:
+        context["engine_note"] = note
+    return context
+
+
 def explained(query: str) -> str | None:
     """The statement of ``EXPLAIN <select>``, or None for any other text; READ_ONLY for
     ``EXPLAIN ANALYZE`` (it runs the statement to time it)."""
@@ -256,6 +268,7 @@ def open_federated_stream(query: str, registry: SourceRegistry, context: DataSou
     cursor = Cursor(names, fetch, lambda _complete: run.close())
     stream = TableStream(_ENGINE_SOURCE, _Detached(), cursor, run.statement, run.timeout,
                          limits.max_rows)
+    stream.context = engine_context(run.engine_name, run.note)
     try:
         stream.prefetch()
     except BaseException:

@@ -1,5 +1,6 @@
-"""Federated statements on Spark (FEDERATION_ENGINE=spark), against a real Spark Connect
-server started once for this file (``local[2]``), and a standalone cluster of two workers.
+"""Federated statements on Spark (FEDERATION_ENGINE=spark), against real Spark started once
+for this file: a standalone cluster (a master, two workers) and a Spark Connect server
+against it.
 
 The data set is tests/federation's (orders in PostgreSQL, customers in MariaDB, targets in
 SQLite); PostgreSQL is reached with a password in its URL and MariaDB with an account of
@@ -16,7 +17,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -27,13 +28,7 @@ from app import create_app
 
 from ..conftest import _dispose
 from ..helpers import root_and_bob, sql_runner
-from ..spark_server import (
-    SparkServer,
-    connect_server,
-    free_port,
-    missing,
-    standalone_cluster,
-)
+from ..spark_server import LIGHT_JVM, SparkServer, cluster_server, free_port, missing
 from .conftest import CUSTOMERS, PID, SPLIT_DB, _mysql, _pg
 
 pytestmark = [pytest.mark.slow,
@@ -53,42 +48,13 @@ THREE = ("SELECT c.name, t.goal, o.amount FROM pg.orders o "
          "WHERE o.id <= 20 ORDER BY o.id")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cluster(tmp_path_factory) -> Iterator[Callable[[], SparkServer]]:
-    """The standalone cluster (a master, two workers, a Connect server against it), started
-    in the background as the module starts: its JVMs come up while the other tests run.
-    Gives a function that waits for it."""
-    folder = str(tmp_path_factory.mktemp("spark-cluster"))
-    stack = contextlib.ExitStack()
-    started: dict = {}
-
-    def start() -> None:
-        try:
-            master = stack.enter_context(standalone_cluster(folder))
-            started["server"] = stack.enter_context(
-                connect_server(os.path.join(folder, "connect"), master=master))
-        except BaseException as exc:  # noqa: BLE001 - reported by the test that waits
-            started["error"] = exc
-
-    thread = threading.Thread(target=start, name="spark-cluster-start")
-    thread.start()
-
-    def ready() -> SparkServer:
-        thread.join()
-        if "error" in started:
-            raise started["error"]
-        return started["server"]
-
-    try:
-        yield ready
-    finally:
-        thread.join()
-        stack.close()
-
-
 @pytest.fixture(scope="module")
-def spark(tmp_path_factory):
-    with connect_server(str(tmp_path_factory.mktemp("spark-local"))) as server:
+def spark(tmp_path_factory) -> Iterator[SparkServer]:
+    """One Spark for the whole file: a standalone master, two workers (an executor on
+    each) and a Connect server against them. Every test runs on it, so cluster mode is
+    what every test proves; the JVMs are the light ones (spark_server.LIGHT_JVM)."""
+    with cluster_server(str(tmp_path_factory.mktemp("spark")), java_options=LIGHT_JVM,
+                        shuffle_partitions=2) as server:
         yield server
 
 
@@ -188,11 +154,14 @@ def test_streamed_formats(spark_app, fed_app, fquery, fmt):
     response = spark_app.test_client().post("/api/sql/query", json={
         "query": THREE, "response_format": fmt})
     assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.headers["X-Quarry-Engine"] == "spark"
+    assert "X-Quarry-Engine-Note" not in response.headers
     body = response.get_data()
     on_duckdb = fed_app.test_client().post("/api/sql/query", json={
         "query": THREE, "response_format": fmt}).get_data()
     if fmt == "jsonlines":
         lines = [json.loads(line) for line in body.decode().splitlines()]
+        assert lines[0]["context"]["engine"] == "spark", lines[0]
         assert [r for batch in lines[1:-1] for r in batch] == want
     elif fmt == "csv":
         text = body.decode().splitlines()
@@ -202,6 +171,7 @@ def test_streamed_formats(spark_app, fed_app, fquery, fmt):
         import pyarrow as pa
 
         table = pa.ipc.open_stream(body).read_all()
+        assert table.schema.metadata[b"engine"] == b"spark"
         assert table.column_names == ["name", "goal", "amount"]
         assert table.column("name").to_pylist() == [row[0] for row in want]
         # The same types as DuckDB's route answers (the same encoder, the same values).
@@ -375,9 +345,40 @@ def test_spark_down_answers_503_naming_the_remote_and_auto_falls_back(
         assert body["type"] == "table" and body["context"]["engine"] == "duckdb"
         assert remote in body["context"]["engine_note"]
         assert "DuckDB" in body["context"]["engine_note"]
+        _assert_streams_say(auto, JOINED, "duckdb", body["context"]["engine_note"],
+                            body["data"])
     finally:
         _dispose(down)
         _dispose(auto)
+
+
+def _assert_streams_say(app: Flask, sql: str, engine: str, note: str | None,
+                        want: list) -> None:
+    """Each streamed format carries the answer's engine (and note) where it has room:
+    JSON lines' and SSE's header line, the Arrow schema's metadata, and for every format
+    (CSV has no other place) the response's headers."""
+    import pyarrow as pa
+
+    client = app.test_client()
+    for fmt in ("jsonlines", "sse", "csv", "arrow"):
+        response = client.post("/api/sql/query", json={"query": sql, "response_format": fmt})
+        assert response.status_code == 200, response.get_data(as_text=True)
+        assert response.headers.get("X-Quarry-Engine") == engine, (fmt, response.headers)
+        assert response.headers.get("X-Quarry-Engine-Note") == note, (fmt, response.headers)
+        body = response.get_data()
+        if fmt in ("jsonlines", "sse"):
+            lines = [json.loads(line.removeprefix("data: ")) for line in
+                     body.decode().splitlines() if line.strip()]
+            context = lines[0]["context"]
+            assert context.get("engine") == engine and context.get("engine_note") == note
+            assert _exact([r for batch in lines[1:-1] for r in batch]) == _exact(want)
+        elif fmt == "csv":
+            assert len(body.decode().splitlines()) == len(want) + 1
+        else:
+            table = pa.ipc.open_stream(body).read_all()
+            metadata = {k.decode(): v.decode() for k, v in table.schema.metadata.items()}
+            assert metadata.get("engine") == engine and metadata.get("engine_note") == note
+            assert table.num_rows == len(want)
 
 
 def test_auto_sends_small_statements_to_duckdb_and_large_ones_to_spark(
@@ -394,19 +395,17 @@ def test_auto_sends_small_statements_to_duckdb_and_large_ones_to_spark(
         _dispose(large)
 
 
-def test_a_standalone_cluster_of_two_workers_runs_it(
-        cluster, spark_sources, session_dir, sqlite_template, fquery):
-    server = cluster()
-    app = _app(spark_sources, session_dir, sqlite_template, "cluster",
-               FEDERATION_ENGINE="spark", SPARK_REMOTE=server.remote)
-    try:
-        body = sql_runner(app.test_client())(JOINED)
-        assert body["type"] == "table" and body["context"]["engine"] == "spark", body
-        assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
-        apps = requests.get(server.ui + "/api/v1/applications", timeout=60).json()
-        executors = requests.get(f"{server.ui}/api/v1/applications/{apps[0]['id']}"
-                                 "/executors", timeout=60).json()
-        hosts = [e for e in executors if e["id"] != "driver"]
-        assert len(hosts) == 2, executors  # one executor on each worker
-    finally:
-        _dispose(app)
+def test_a_standalone_cluster_of_two_workers_runs_it(spark, squery, fquery):
+    body = squery(JOINED)
+    assert body["type"] == "table" and body["context"]["engine"] == "spark", body
+    assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
+    master = requests.get(spark.master_ui + "/json/", timeout=60).json()
+    alive = [w for w in master["workers"] if w["state"] == "ALIVE"]
+    assert len(alive) == 2 and all(w["coresused"] == 1 for w in alive), master["workers"]
+    apps = requests.get(spark.ui + "/api/v1/applications", timeout=60).json()
+    executors = [e for e in requests.get(f"{spark.ui}/api/v1/applications/{apps[0]['id']}"
+                                         "/executors", timeout=60).json()
+                 if e["id"] != "driver"]
+    # One executor on each worker, and both ran tasks of this file's statements.
+    assert len(executors) == 2, executors
+    assert all(e["totalTasks"] > 0 for e in executors), executors
