@@ -15,6 +15,10 @@ answers from its own statistics, without reading the rows.
 
 An estimate never fails the statement: a source that cannot give one answers None, and the
 statement is planned without it.
+
+``key_range`` asks a PostgreSQL or MariaDB/MySQL table for its integer primary key and the
+key's smallest and largest values (read from the key's index, not the rows), so that a
+large table can be read in ranges of it in parallel (``federation/spark.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import json
 import logging
 import time
 from typing import Any
+
+from sqlglot import exp
 
 from .execute import begin_mysql, begin_postgresql, checkout, reset_mysql_session
 from .sources import DataSource
@@ -60,6 +66,87 @@ def estimate_rows(source: DataSource, sql: str, timeout_s: float,
         return None
     finally:
         conn.close()
+
+
+# The primary key's columns of one table, from the standard catalog both servers have
+# (the schema: PostgreSQL's search path's first, MariaDB's current database, or named).
+_PRIMARY_KEY = (
+    "SELECT k.column_name, t.data_type FROM information_schema.table_constraints c "
+    "JOIN information_schema.key_column_usage k ON k.constraint_name = c.constraint_name "
+    "AND k.table_schema = c.table_schema AND k.table_name = c.table_name "
+    "JOIN information_schema.columns t ON t.table_schema = k.table_schema "
+    "AND t.table_name = k.table_name AND t.column_name = k.column_name "
+    "WHERE c.constraint_type = 'PRIMARY KEY' AND c.table_schema = {schema} "
+    "AND c.table_name = %s")
+_INTEGER_TYPES = {"smallint", "integer", "bigint", "int", "tinyint", "mediumint"}
+
+
+def key_range(source: DataSource, schema: str | None, table: str, timeout_s: float
+              ) -> tuple[str, int, int] | None:
+    """(column, smallest, largest value) of the table's primary key when it is one
+    integer column of a table holding rows; None otherwise, or when the source cannot
+    say (a view, no rights on the catalog, a time limit): the table is then read as
+    one range."""
+    if source.dialect not in ("postgresql", "mysql"):
+        return None
+    timeout_s = max(min(timeout_s, MAX_SECONDS), 0.001)
+    try:
+        conn = checkout(source)
+    except Exception:  # busy or down: the statement itself will say so
+        return None
+    try:
+        if source.dialect == "postgresql":
+            return _pg_key_range(conn, schema, table, timeout_s)
+        return _mysql_key_range(conn, schema, table, timeout_s)
+    except Exception as exc:  # noqa: BLE001 - a plan without ranges, never a failure
+        log.debug("no key range from %s.%s: %s", source.name, table, exc)
+        if conn.is_valid:
+            conn.invalidate()
+        return None
+    finally:
+        conn.close()
+
+
+def _bounds_sql(column: str, schema: str | None, table: str, dialect: str) -> str:
+    key = exp.column(column, quoted=True)
+    return exp.select(exp.Min(this=key), exp.Max(this=key)) \
+        .from_(exp.table_(table, db=schema, quoted=True)).sql(dialect=dialect)
+
+
+def _pg_key_range(conn: Any, schema: str | None, table: str, timeout_s: float
+                  ) -> tuple[str, int, int] | None:
+    pg = conn.driver_connection
+    begin_postgresql(pg, timeout_s)
+    try:
+        keys = pg.execute(_PRIMARY_KEY.format(
+            schema="%s" if schema else "current_schema()"),
+            [schema, table] if schema else [table]).fetchall()
+        if len(keys) != 1 or str(keys[0][1]).lower() not in _INTEGER_TYPES:
+            return None
+        column = keys[0][0]
+        low, high = pg.execute(_bounds_sql(column, schema, table, "postgres")).fetchone()
+    finally:
+        pg.execute("ROLLBACK")
+    return None if low is None else (column, int(low), int(high))
+
+
+def _mysql_key_range(conn: Any, schema: str | None, table: str, timeout_s: float
+                     ) -> tuple[str, int, int] | None:
+    cursor = conn.driver_connection.cursor()
+    try:
+        begin_mysql(conn, cursor, timeout_s)
+        cursor.execute(_PRIMARY_KEY.format(schema="%s" if schema else "DATABASE()"),
+                       [schema, table] if schema else [table])
+        keys = cursor.fetchall()
+        if len(keys) != 1 or str(keys[0][1]).lower() not in _INTEGER_TYPES:
+            return None
+        column = keys[0][0]
+        cursor.execute(_bounds_sql(column, schema, table, "mysql"))
+        low, high = cursor.fetchone()
+    finally:
+        cursor.close()
+        reset_mysql_session(conn)
+    return None if low is None else (column, int(low), int(high))
 
 
 def _postgresql(conn: Any, sql: str, timeout_s: float) -> int | None:

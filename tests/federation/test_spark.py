@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -29,7 +30,7 @@ from app import create_app
 from ..conftest import _dispose
 from ..helpers import root_and_bob, sql_runner
 from ..spark_server import LIGHT_JVM, SparkServer, cluster_server, free_port, missing
-from .conftest import CUSTOMERS, PID, SPLIT_DB, _mysql, _pg
+from .conftest import CUSTOMERS, ORDERS, PID, SPLIT_DB, _mysql, _pg
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(missing() is not None, reason=f"Spark: {missing()}")]
@@ -393,6 +394,77 @@ def test_auto_sends_small_statements_to_duckdb_and_large_ones_to_spark(
     finally:
         _dispose(small)
         _dispose(large)
+
+
+def _scanned(spark: SparkServer, query_id: str, table: str) -> int | None:
+    """The rows Spark's JDBC scans of ``table`` received for statement ``query_id`` (Spark's
+    own count, in its UI's SQL metrics): what the source sent. None: no such scan seen."""
+    marker = "quarry_" + re.sub(r"[^A-Za-z0-9_]", "", query_id)
+    app = requests.get(spark.ui + "/api/v1/applications", timeout=60).json()[0]["id"]
+    deadline = time.monotonic() + 10  # the UI learns of a finished query a moment later
+    while True:
+        executions = requests.get(f"{spark.ui}/api/v1/applications/{app}/sql",
+                                  params={"details": "true", "planDescription": "true",
+                                          "length": 1000}, timeout=60).json()
+        counts = [int(metric["value"].replace(",", ""))
+                  for execution in executions if marker in execution["planDescription"]
+                  and execution["status"] == "COMPLETED"
+                  for node in execution["nodes"]
+                  if node["nodeName"].startswith("Scan JDBCRelation")
+                  and f"{table}" in node["nodeName"]
+                  for metric in node["metrics"] if metric["name"] == "number of output rows"]
+        if counts or time.monotonic() > deadline:
+            return sum(counts) if counts else None
+        time.sleep(0.2)
+
+
+CUT = ("SELECT o.id, c.name FROM pg.orders o JOIN maria.customers c ON o.customer_id = c.id "
+       "WHERE c.country = 'SE' ORDER BY o.id")
+
+
+def test_a_small_legs_keys_cut_what_the_large_source_sends(
+        spark, squery, fquery, spark_sources, session_dir, sqlite_template):
+    """A dynamic filter on Spark's route: the customers of one country are read first,
+    and PostgreSQL sends only their orders (Spark's runtime filters would filter the rows
+    once all were sent). Counted by Spark itself, with and without the filter."""
+    want = fquery(CUT)["data"]
+    swedes = {c[0] for c in CUSTOMERS if c[2] == "SE"}
+    assert len(want) == len([o for o in ORDERS if o[1] in swedes]) < len(ORDERS)
+    explained = squery("EXPLAIN " + CUT)
+    assert "filtered by keys of leg_1" in explained["data"][0][0], explained["data"]
+    cut = squery(CUT)
+    assert cut["context"]["engine"] == "spark" and _exact(cut["data"]) == _exact(want)
+    assert _scanned(spark, cut["query_id"], "orders") == len(want)
+    whole_app = _app(spark_sources, session_dir, sqlite_template, "no-dynamic",
+                     FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote,
+                     FEDERATION_DYNAMIC_KEYS=0)
+    try:
+        whole = sql_runner(whole_app.test_client())(CUT)
+        assert _exact(whole["data"]) == _exact(want)
+        assert _scanned(spark, whole["query_id"], "orders") == len(ORDERS)
+    finally:
+        _dispose(whole_app)
+
+
+def test_a_large_leg_is_read_in_parallel_ranges_of_its_key(
+        spark, spark_sources, session_dir, sqlite_template, fquery):
+    app = _app(spark_sources, session_dir, sqlite_template, "ranges",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote,
+               SPARK_PARTITION_ROWS=10, SPARK_MAX_PARTITIONS=3)
+    try:
+        run = sql_runner(app.test_client())
+        explained = run("EXPLAIN " + JOINED)
+        steps = {row[0].split(";")[0]: row for row in explained["data"]}
+        assert "3 parallel reads by id from 1 to 60" in steps["leg 1: leg_0"][0], steps
+        assert "numPartitions=3" in steps["spark plan"][2]
+        assert "numPartitions=1" in steps["spark plan"][2]  # customers: small, one read
+        body = run(JOINED)
+        assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
+        # Every order the filters keep came, once, through the three reads.
+        assert _scanned(spark, body["query_id"], "orders") == sum(
+            row[2] for row in body["data"])
+    finally:
+        _dispose(app)
 
 
 def test_a_standalone_cluster_of_two_workers_runs_it(spark, squery, fquery):
