@@ -418,9 +418,7 @@ class _Run:
         local = [leg for leg in self.plan.legs if not session.reaches(leg.source)]
         most = current_app.config["FEDERATION_DYNAMIC_KEYS"]
         engine = current_engine()
-        dynamic.estimate_legs(self.plan.legs, registry, engine.sizes,
-                              max(self.deadline - time.monotonic(), 0.1), engine.estimates,
-                              current_app.config["FEDERATION_CATALOG_TTL_S"])
+        _estimate_spark(self.plan, session, registry, self.deadline)
         waits = spark_waits(self.plan, session, engine.sizes, most)
 
         def load_local(child: Statement, leg: Leg) -> int:
@@ -597,9 +595,7 @@ def _explain_spark(plan: Plan, registry: SourceRegistry, statement: Statement,
     keys are not read."""
     rows = []
     engine = current_engine()
-    dynamic.estimate_legs(plan.legs, registry, engine.sizes,
-                          max(deadline - time.monotonic(), 0.1), engine.estimates,
-                          current_app.config["FEDERATION_CATALOG_TTL_S"])
+    _estimate_spark(plan, session, registry, deadline)
     waits = spark_waits(plan, session, engine.sizes,
                         current_app.config["FEDERATION_DYNAMIC_KEYS"])
     try:
@@ -625,6 +621,18 @@ def _explain_spark(plan: Plan, registry: SourceRegistry, statement: Statement,
     except SparkFailure as exc:
         raise exc.as_sql_error() from None
     return rows
+
+
+def _estimate_spark(plan: Plan, session: SparkSession, registry: SourceRegistry,
+                    deadline: float) -> None:
+    """The sources' estimates of the legs Spark reads (a large one is read in parallel)
+    and of the legs a dynamic filter may join."""
+    linked = {id(leg) for link in plan.links for leg in (link.source, link.target)}
+    engine = current_engine()
+    dynamic.estimate_legs([leg for leg in plan.legs if session.reaches(leg.source)
+                           or id(leg) in linked], registry, engine.sizes,
+                          max(deadline - time.monotonic(), 0.1), engine.estimates,
+                          current_app.config["FEDERATION_CATALOG_TTL_S"])
 
 
 def spark_waits(plan: Plan, session: SparkSession, sizes: Any, most: int

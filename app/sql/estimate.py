@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -46,21 +47,28 @@ def estimate_rows(source: DataSource, sql: str, timeout_s: float,
                   bound: int = SQLITE_BOUND) -> int | None:
     """The rows the gated SELECT ``sql`` (no parameters) is expected to return on
     ``source``; None when the source gives no figure."""
-    timeout_s = max(min(timeout_s, MAX_SECONDS), 0.001)
+    return _ask(source, timeout_s, "row estimate", {
+        "postgresql": lambda conn, seconds: _postgresql(conn, sql, seconds),
+        "mysql": lambda conn, seconds: _mysql(conn, sql, seconds),
+        "sqlite": lambda conn, seconds: _sqlite(conn, sql, seconds, bound)})
+
+
+def _ask(source: DataSource, timeout_s: float, what: str,
+         readers: dict[str, Callable[[Any, float], Any]]) -> Any:
+    """What the reader of the source's dialect reads on one of its pooled connections,
+    given at most MAX_SECONDS; None when the dialect has no reader, or anything fails (no
+    statistics, a time limit): the statement is planned without the figure."""
+    reader = readers.get(source.dialect)
+    if reader is None:
+        return None
     try:
         conn = checkout(source)
     except Exception:  # busy or down: the statement itself will say so
         return None
     try:
-        if source.dialect == "postgresql":
-            return _postgresql(conn, sql, timeout_s)
-        if source.dialect == "mysql":
-            return _mysql(conn, sql, timeout_s)
-        if source.dialect == "sqlite":
-            return _sqlite(conn, sql, timeout_s, bound)
-        return None
-    except Exception as exc:  # no statistics, a time limit: plan without the figure
-        log.debug("no row estimate from %s: %s", source.name, exc)
+        return reader(conn, max(min(timeout_s, MAX_SECONDS), 0.001))
+    except Exception as exc:  # noqa: BLE001 - a plan without the figure, never a failure
+        log.debug("no %s from %s: %s", what, source.name, exc)
         if conn.is_valid:
             conn.invalidate()  # its transaction state is unknown: never back to the pool
         return None
@@ -68,16 +76,20 @@ def estimate_rows(source: DataSource, sql: str, timeout_s: float,
         conn.close()
 
 
-# The primary key's columns of one table, from the standard catalog both servers have
-# (the schema: PostgreSQL's search path's first, MariaDB's current database, or named).
-_PRIMARY_KEY = (
-    "SELECT k.column_name, t.data_type FROM information_schema.table_constraints c "
-    "JOIN information_schema.key_column_usage k ON k.constraint_name = c.constraint_name "
-    "AND k.table_schema = c.table_schema AND k.table_name = c.table_name "
+# The primary key's columns of one table and their types, from each server's catalog as
+# any account that may read the table sees it: PostgreSQL's information_schema shows keys
+# only to the table's owner, MariaDB's table_constraints only to an account with more than
+# SELECT. MariaDB/MySQL always name the primary key PRIMARY.
+_PG_PRIMARY_KEY = (
+    "SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_index i "
+    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+    "WHERE i.indrelid = to_regclass(%s) AND i.indisprimary")
+_MYSQL_PRIMARY_KEY = (
+    "SELECT k.column_name, t.data_type FROM information_schema.key_column_usage k "
     "JOIN information_schema.columns t ON t.table_schema = k.table_schema "
     "AND t.table_name = k.table_name AND t.column_name = k.column_name "
-    "WHERE c.constraint_type = 'PRIMARY KEY' AND c.table_schema = {schema} "
-    "AND c.table_name = %s")
+    "WHERE k.constraint_name = 'PRIMARY' AND k.table_schema = {schema} "
+    "AND k.table_name = %s")
 _INTEGER_TYPES = {"smallint", "integer", "bigint", "int", "tinyint", "mediumint"}
 
 
@@ -87,24 +99,9 @@ def key_range(source: DataSource, schema: str | None, table: str, timeout_s: flo
     integer column of a table holding rows; None otherwise, or when the source cannot
     say (a view, no rights on the catalog, a time limit): the table is then read as
     one range."""
-    if source.dialect not in ("postgresql", "mysql"):
-        return None
-    timeout_s = max(min(timeout_s, MAX_SECONDS), 0.001)
-    try:
-        conn = checkout(source)
-    except Exception:  # busy or down: the statement itself will say so
-        return None
-    try:
-        if source.dialect == "postgresql":
-            return _pg_key_range(conn, schema, table, timeout_s)
-        return _mysql_key_range(conn, schema, table, timeout_s)
-    except Exception as exc:  # noqa: BLE001 - a plan without ranges, never a failure
-        log.debug("no key range from %s.%s: %s", source.name, table, exc)
-        if conn.is_valid:
-            conn.invalidate()
-        return None
-    finally:
-        conn.close()
+    return _ask(source, timeout_s, f"key range of {table}", {
+        "postgresql": lambda conn, seconds: _pg_key_range(conn, schema, table, seconds),
+        "mysql": lambda conn, seconds: _mysql_key_range(conn, schema, table, seconds)})
 
 
 def _bounds_sql(column: str, schema: str | None, table: str, dialect: str) -> str:
@@ -118,9 +115,8 @@ def _pg_key_range(conn: Any, schema: str | None, table: str, timeout_s: float
     pg = conn.driver_connection
     begin_postgresql(pg, timeout_s)
     try:
-        keys = pg.execute(_PRIMARY_KEY.format(
-            schema="%s" if schema else "current_schema()"),
-            [schema, table] if schema else [table]).fetchall()
+        name = exp.table_(table, db=schema, quoted=True).sql(dialect="postgres")
+        keys = pg.execute(_PG_PRIMARY_KEY, [name]).fetchall()
         if len(keys) != 1 or str(keys[0][1]).lower() not in _INTEGER_TYPES:
             return None
         column = keys[0][0]
@@ -135,7 +131,7 @@ def _mysql_key_range(conn: Any, schema: str | None, table: str, timeout_s: float
     cursor = conn.driver_connection.cursor()
     try:
         begin_mysql(conn, cursor, timeout_s)
-        cursor.execute(_PRIMARY_KEY.format(schema="%s" if schema else "DATABASE()"),
+        cursor.execute(_MYSQL_PRIMARY_KEY.format(schema="%s" if schema else "DATABASE()"),
                        [schema, table] if schema else [table])
         keys = cursor.fetchall()
         if len(keys) != 1 or str(keys[0][1]).lower() not in _INTEGER_TYPES:
