@@ -215,19 +215,29 @@ class SparkSession:
             data = pa.Table.from_batches(batches, schema=schema).column(column)
             values = pc.unique(pc.drop_null(data))
             kind = key_kind(data.type)
-        else:
-            quoted = "`" + column.replace("`", "``") + "`"
-            with self._errors():
-                data = self.spark.sql(
-                    f"SELECT DISTINCT {quoted} FROM `{table}` WHERE {quoted} IS NOT NULL "
-                    f"LIMIT {int(most) + 1}").toArrow()
-            values, kind = data.column(0), key_kind(data.schema.field(0).type)
+            if kind is None:
+                return None
+            if len(values) <= most:
+                return kind, values.to_pylist(), None, None
+            bounds = pc.min_max(values)
+            return kind, None, bounds["min"].as_py(), bounds["max"].as_py()
+        quoted = "`" + column.replace("`", "``") + "`"
+        with self._errors():
+            data = self.spark.sql(
+                f"SELECT DISTINCT {quoted} FROM `{table}` WHERE {quoted} IS NOT NULL "
+                f"LIMIT {int(most) + 1}").toArrow()
+        values, kind = data.column(0), key_kind(data.schema.field(0).type)
         if kind is None:
             return None
         if len(values) <= most:
             return kind, values.to_pylist(), None, None
-        bounds = pc.min_max(values)
-        return kind, None, bounds["min"].as_py(), bounds["max"].as_py()
+        if kind == "text":  # no range of text (dynamic.py): the bounds are not needed
+            return kind, None, None, None
+        # Beyond ``most`` the values read are a part: the range is the whole column's.
+        with self._errors():
+            low, high = self.spark.sql(f"SELECT min({quoted}), max({quoted}) "
+                                       f"FROM `{table}`").collect()[0]
+        return kind, None, low, high
 
     def append(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
         """Add rows of a leg Quarry reads itself (kept until the engine statement starts,

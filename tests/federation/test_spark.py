@@ -446,6 +446,24 @@ def test_a_small_legs_keys_cut_what_the_large_source_sends(
         _dispose(whole_app)
 
 
+def test_keys_beyond_the_list_cut_by_their_whole_range(
+        spark, fquery, spark_sources, session_dir, sqlite_template):
+    """More keys than FEDERATION_DYNAMIC_KEYS (here 1): the large leg gets the range of
+    all of them, not of the part read to count them."""
+    sql = CUT.replace("c.country = 'SE'", "c.country IN ('FR', 'SE', 'BE')")
+    ids = [c[0] for c in CUSTOMERS if c[2] in ("FR", "SE", "BE")]
+    app = _app(spark_sources, session_dir, sqlite_template, "key-range",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote,
+               FEDERATION_DYNAMIC_KEYS=1)
+    try:
+        body = sql_runner(app.test_client())(sql)
+        assert _exact(body["data"]) == _exact(fquery(sql)["data"]) and body["data"]
+        in_range = [o for o in ORDERS if min(ids) <= o[1] <= max(ids)]
+        assert _scanned(spark, body["query_id"], "orders") == len(in_range) < len(ORDERS)
+    finally:
+        _dispose(app)
+
+
 def test_a_large_leg_is_read_in_parallel_ranges_of_its_key(
         spark, spark_sources, session_dir, sqlite_template, fquery):
     """"Large" here: more than 2 rows a read, at most 3 reads; orders (PostgreSQL, which
