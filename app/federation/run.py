@@ -441,10 +441,15 @@ class _Run:
                 raise statement.error(self.timeout)
             try:
                 split = session.partitions(leg, left)
+                gated = gate(leg.sql, registry, leg.source.name)
                 sql = dynamic.filtered_sql(leg, waits[leg.name], session, most) \
                     if leg.name in waits else None
-                session.jdbc(leg, gate(sql or leg.sql, registry, leg.source.name), left,
-                             split)
+                if sql is not None and not gated.param_names:
+                    # As on DuckDB's route (legs._open): the gated query and one more
+                    # condition, a column compared with literals written by sqlglot;
+                    # parsing thousands of keys again would cost seconds.
+                    gated = replace(gated, sql=sql)
+                session.jdbc(leg, gated, left, split)
             except SparkFailure as exc:
                 raise self.engine_failure(exc) from None
             leg.state = "in spark"
