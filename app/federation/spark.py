@@ -276,7 +276,11 @@ class SparkSession:
         for table, batches in self._local.items():
             data = pa.Table.from_batches(batches, schema=self._schemas[table])
             with self._errors():
-                self.spark.createDataFrame(data).createOrReplaceTempView(table)
+                if data.num_rows:
+                    frame = self.spark.createDataFrame(data)
+                else:  # pyspark reads a schema off the rows; an empty leg gives its own
+                    frame = self.spark.createDataFrame([], _spark_schema(data.schema))
+                frame.createOrReplaceTempView(table)
         self._local.clear()
 
     def run(self, duckdb_sql: str) -> list[str]:
@@ -373,6 +377,16 @@ def _connect_client() -> tuple[Any, Any]:
         from pyspark.sql.connect.client.retries import DefaultPolicy
         from pyspark.sql.connect.session import SparkSession as ConnectSession
     return ConnectSession, DefaultPolicy
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    """Spark's schema of an Arrow one; a column of no declared type (an empty SQLite leg)
+    as text. pyspark is loaded by now (``_connect_client``)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(pa.schema([field.with_type(pa.string())
+                                        if pa.types.is_null(field.type) else field
+                                        for field in schema]))
 
 
 def _is_unavailable(exc: BaseException) -> bool:

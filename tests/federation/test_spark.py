@@ -195,6 +195,17 @@ def test_explain_names_spark_and_what_each_source_was_given(squery, spark):
     assert PG_SECRET not in text and MARIA_SECRET not in text
 
 
+def test_an_empty_leg_quarry_reads_itself(squery, fquery):
+    """A SQLite leg of no row (Spark cannot take its types from rows), in EXPLAIN (which
+    reads none) and in a statement whose filter on it keeps none."""
+    assert squery("EXPLAIN " + THREE)["type"] == "table"
+    sql = THREE.replace("t.country = c.country", "t.country = c.country AND t.goal > 10000")
+    body = squery(sql)
+    assert body["type"] == "table", body
+    assert _exact(body["data"]) == _exact(fquery(sql)["data"])
+    assert all(row[1] is None for row in body["data"]) and body["data"]
+
+
 def test_credentials_never_show_in_spark_logs_plans_or_ui(squery, spark):
     assert squery(JOINED)["type"] == "table"
     logs = spark.logs()
