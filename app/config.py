@@ -136,6 +136,12 @@ SETTINGS: list[Setting] = [
             "fails (TOO_MANY_ROWS)"),
     Setting("SPARK_CONNECT_TIMEOUT_S", 5.0, float,
             "Seconds to wait for the Spark Connect server before a statement answers 503"),
+    Setting("SPARK_PARTITION_ROWS", 1_000_000, int,
+            "A leg Spark reads over JDBC whose source estimates more rows than this is read "
+            "in parallel, in ranges of its table's integer primary key of about this many "
+            "rows each (0: never)"),
+    Setting("SPARK_MAX_PARTITIONS", 16, int,
+            "Most parallel JDBC reads (ranges) of one leg on Spark"),
     Setting("FILES_DIR", None, str,
             "Folder holding uploaded files as Parquet (default: files in the instance "
             "folder); share it between instances that share a store"),

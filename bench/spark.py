@@ -6,13 +6,15 @@ side in one run, through Quarry served by gunicorn.
 Loads TPC-H as bench/federation.py does (all of it in PostgreSQL ``one``; lineitem and
 orders in PostgreSQL ``pg``, customer, nation and region in MariaDB ``maria``, part,
 partsupp and supplier in SQLite ``lite``), starts a Spark Connect server in ``local[2]``
-from pyspark (tests/spark_server.py), and three Quarry servers of one worker each: DuckDB's
+from pyspark (tests/spark_server.py), and four Quarry servers of one worker each: DuckDB's
 route (FEDERATION_MEMORY 1 GiB), DuckDB's route with ``--memory`` (far below the legs'
-size), and Spark's route. It prints:
+size), Spark's route, and Spark's route without dynamic filters and parallel JDBC reads
+(FEDERATION_DYNAMIC_KEYS 0, SPARK_PARTITION_ROWS 0). It prints:
 
 - Q3, Q5, Q10, Q14: median seconds of ``--repeat`` runs over one database, split on
-  DuckDB, split on DuckDB with little memory (its time, or its error), split on Spark;
-  Spark / DuckDB; whether each answer equals the single database's;
+  DuckDB, split on DuckDB with little memory (its time, or its error), split on Spark,
+  split on Spark without dynamic filters and parallel JDBC reads ("plain");
+  Spark / DuckDB, Spark / plain; whether each answer equals the single database's;
 - cancel on Spark: from DELETE /api/sql/queries/<id> to no running Spark job (Spark's UI
   REST API) and no JDBC read of the statement left in pg_stat_activity;
 - ``--cluster``: a standalone master with two workers and a Connect server against it:
@@ -41,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import federation as fed  # noqa: E402
 from _server import serving  # noqa: E402
 
-from tests.spark_server import connect_server, standalone_cluster  # noqa: E402
+from tests.spark_server import cluster_server, connect_server  # noqa: E402
 
 NAMES = ["Q3", "Q5", "Q10", "Q14"]
 
@@ -64,27 +66,31 @@ def median_of(url: str, sql: str, repeat: int) -> tuple[float | None, dict]:
     return statistics.median(times), body
 
 
-def queries(single: str, duck: str, small: str, spark: str, repeat: int, memory: int
-            ) -> dict[str, dict]:
+def queries(single: str, duck: str, small: str, spark: str, plain: str, repeat: int,
+            memory: int) -> dict[str, dict]:
     """The table above; the single database's answers, by query."""
     answers = {}
     print(f"{'query':<6}{'single s':>10}{'duckdb s':>10}{'small-mem s':>13}{'spark s':>10}"
-          f"{'spark/duckdb':>14}  same answer (duckdb, small, spark)")
+          f"{'plain s':>10}{'spark/duckdb':>14}{'spark/plain':>13}"
+          "  same answer (duckdb, small, spark, plain)")
     for name in NAMES:
         single_sql, split_sql = fed.statement(name, False), fed.statement(name, True)
-        for url in (single, duck, spark):  # warm pools, caches and the JVM
+        for url in (single, duck, spark, plain):  # warm pools, caches and the JVM
             attempt(url, single_sql if url == single else split_sql)
         one, want = median_of(single, single_sql, repeat)
         answers[name] = want
         on_duck, duck_body = median_of(duck, split_sql, repeat)
         on_small, small_body = median_of(small, split_sql, 1)
         on_spark, spark_body = median_of(spark, split_sql, repeat)
+        on_plain, plain_body = median_of(plain, split_sql, repeat)
         same = [fed.same(want["data"], b["data"]) if b.get("type") == "table" else "-"
-                for b in (duck_body, small_body, spark_body)]
+                for b in (duck_body, small_body, spark_body, plain_body)]
         small_text = f"{on_small:.2f}" if on_small is not None else "failed"
         ratio = f"{on_spark / on_duck:.2f}" if on_spark and on_duck else "-"
+        gain = f"{on_spark / on_plain:.2f}" if on_spark and on_plain else "-"
         print(f"{name:<6}{one:>10.2f}{on_duck or 0:>10.2f}{small_text:>13}"
-              f"{on_spark or 0:>10.2f}{ratio:>14}  {same}", flush=True)
+              f"{on_spark or 0:>10.2f}{on_plain or 0:>10.2f}{ratio:>14}{gain:>13}  {same}",
+              flush=True)
         if on_small is None:
             print(f"       small memory ({memory} bytes): "
                   f"{small_body.get('error_message', small_body)!s:.200}")
@@ -145,8 +151,7 @@ def cancel(url: str, ui: str) -> None:
 
 
 def cluster(folder: Path, env: dict[str, str], want: dict, repeat: int) -> None:
-    with standalone_cluster(str(folder / "cluster")) as master, \
-            connect_server(str(folder / "cluster-connect"), master=master) as server, \
+    with cluster_server(str(folder / "cluster")) as server, \
             serving({**env, "QUARRY_FEDERATION_ENGINE": "spark",
                      "QUARRY_SPARK_REMOTE": server.remote}, folder,
                     name="gunicorn-cluster") as quarry:
@@ -187,9 +192,15 @@ def main() -> None:
                 on_spark = s.enter_context(serving(
                     {**env, "QUARRY_FEDERATION_ENGINE": "spark",
                      "QUARRY_SPARK_REMOTE": spark.remote}, folder, name="gunicorn-spark"))
+                # The same Spark without Quarry's dynamic filters and parallel reads.
+                plain = s.enter_context(serving(
+                    {**env, "QUARRY_FEDERATION_ENGINE": "spark",
+                     "QUARRY_SPARK_REMOTE": spark.remote, "QUARRY_FEDERATION_DYNAMIC_KEYS": "0",
+                     "QUARRY_SPARK_PARTITION_ROWS": "0"}, folder, name="gunicorn-plain"))
                 answers = {"Q5": attempt(duck.url, fed.statement("Q5", False))[1]} \
                     if args.no_queries else queries(duck.url, duck.url, small.url,
-                                                    on_spark.url, args.repeat, args.memory)
+                                                    on_spark.url, plain.url, args.repeat,
+                                                    args.memory)
                 cancel(on_spark.url, spark.ui)
             if args.cluster:  # alone on the machine: the local server is stopped
                 cluster(folder, env, answers["Q5"], args.repeat)

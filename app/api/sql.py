@@ -79,6 +79,7 @@ def _streamed(answer: statements.Answer, fmt: str) -> Response:
     response = Response(stream_with_context(statements.stream_body(answer)),
                         mimetype=MEDIA_TYPES[fmt])
     response.headers["X-Query-Id"] = answer.query_id
+    response.headers.update(statements.context_headers(answer))
     # A proxy must pass each batch on as it comes (nginx reads this header).
     response.headers["X-Accel-Buffering"] = "no"
     response.headers["Cache-Control"] = "no-cache"

@@ -37,6 +37,7 @@ from . import legs as leg_runner
 from .engine import EngineError, current_engine, engine_error
 from .plan import (
     Leg,
+    Link,
     Plan,
     Planned,
     fresh,
@@ -87,6 +88,18 @@ class FederatedResult:
     sources: list[str]
     engine: str = "duckdb"       # the engine that joined the legs (duckdb, spark)
     note: str | None = None      # why it is not the configured one (Spark down: DuckDB)
+
+
+def engine_context(engine: str, note: str | None) -> dict[str, str]:
+    """What an answer's context says of the engine that joined its legs: nothing for the
+    default one (DuckDB) as configured; its name otherwise, and the note saying why it
+    is not the configured one (Spark down with ``auto``: DuckDB ran it)."""
+    context: dict[str, str] = {}
+    if engine != "duckdb" or note:
+        context["engine"] = engine
+    if note:
+        context["engine_note"] = note
+    return context
 
 
 def explained(query: str) -> str | None:
@@ -257,6 +270,7 @@ def open_federated_stream(query: str, registry: SourceRegistry, context: DataSou
     cursor = Cursor(names, fetch, lambda _complete: run.close())
     stream = TableStream(_ENGINE_SOURCE, _Detached(), cursor, run.statement, run.timeout,
                          limits.max_rows)
+    stream.context = engine_context(run.engine_name, run.note)
     try:
         stream.prefetch()
     except BaseException:
@@ -398,29 +412,21 @@ class _Run:
                         for leg in dynamic.order(self.plan.legs, waits)], "arrow")
 
     def _load_spark(self) -> None:
-        """Spark reads the legs it reaches over JDBC (each a view of the session, no row
-        read yet); Quarry reads the others (SQLite, files) into the session as Arrow."""
-        session, statement = self.session, self.statement
-        statement.reattach("", session.interrupt)
-        local = []
-        for leg in self.plan.legs:
-            if not session.reaches(leg.source):
-                local.append(leg)
-                continue
-            gated = gate(leg.sql, self.registry, leg.source.name)
-            left = self.deadline - time.monotonic()
-            if left <= 0 or statement.stopped is not None:
-                statement.stopped = statement.stopped or TIME_LIMIT
-                raise statement.error(self.timeout)
-            try:
-                session.jdbc(leg, gated, left)
-            except SparkFailure as exc:
-                raise self.engine_failure(exc) from None
-            leg.state = "in spark"
+        """Quarry reads the legs Spark cannot reach (SQLite, files) into the session as
+        Arrow; then Spark gets the others, each a JDBC view of the session (no row read
+        yet), a leg that waits for a smaller leg's keys after it, with its dynamic filter
+        (``dynamic.choose``, from the sources' estimates as on DuckDB's route), and a
+        large one split into parallel reads (``SparkSession.jdbc``)."""
+        session, statement, registry = self.session, self.statement, self.registry
+        local = [leg for leg in self.plan.legs if not session.reaches(leg.source)]
+        most = current_app.config["FEDERATION_DYNAMIC_KEYS"]
+        engine = current_engine()
+        _estimate_spark(self.plan, session, registry, self.deadline)
+        waits = spark_waits(self.plan, session, engine.sizes, most)
 
         def load_local(child: Statement, leg: Leg) -> int:
             leg.state = "running"
-            rows = leg_runner.load(self.registry, child, self.deadline, leg, session,
+            rows = leg_runner.load(registry, child, self.deadline, leg, session,
                                    self.limits.max_leg_rows)
             leg.state = "done"
             return rows
@@ -428,6 +434,28 @@ class _Run:
         if local:
             self._parallel([lambda child, leg=leg: load_local(child, leg) for leg in local],
                            "arrow")
+        statement.reattach("", session.interrupt)
+        for leg in dynamic.order(self.plan.legs, waits):
+            if leg in local:
+                continue
+            left = self.deadline - time.monotonic()
+            if left <= 0 or statement.stopped is not None:
+                statement.stopped = statement.stopped or TIME_LIMIT
+                raise statement.error(self.timeout)
+            try:
+                split = session.partitions(leg, left)
+                gated = gate(leg.sql, registry, leg.source.name)
+                sql = dynamic.filtered_sql(leg, waits[leg.name], session, most) \
+                    if leg.name in waits else None
+                if sql is not None and not gated.param_names:
+                    # As on DuckDB's route (legs._open): the gated query and one more
+                    # condition, a column compared with literals written by sqlglot;
+                    # parsing thousands of keys again would cost seconds.
+                    gated = replace(gated, sql=sql)
+                session.jdbc(leg, gated, left, split)
+            except SparkFailure as exc:
+                raise self.engine_failure(exc) from None
+            leg.state = "in spark"
 
     def _estimate(self) -> None:
         """Each linked leg's rows, as its source estimates them (``dynamic.estimate``)."""
@@ -576,14 +604,24 @@ def _explain_spark(plan: Plan, registry: SourceRegistry, statement: Statement,
     """EXPLAIN on Spark: each leg (a JDBC relation, or rows Quarry hands over), the
     statement in Spark's dialect, and Spark's plan of it, which shows what each JDBC scan
     pushes to its source. The legs' views are made (Spark asks each source for columns,
-    Quarry reads no row of its own legs); nothing runs."""
+    Quarry reads no row of its own legs); nothing runs: a dynamic filter is named, its
+    keys are not read."""
     rows = []
+    engine = current_engine()
+    _estimate_spark(plan, session, registry, deadline)
+    waits = spark_waits(plan, session, engine.sizes,
+                        current_app.config["FEDERATION_DYNAMIC_KEYS"])
     try:
         for i, leg in enumerate(plan.legs, 1):
             if session.reaches(leg.source):
-                session.jdbc(leg, gate(leg.sql, registry, leg.source.name),
-                             max(deadline - time.monotonic(), 1.0))
-                how = "read by Spark over JDBC (read-only session)"
+                left = max(deadline - time.monotonic(), 1.0)
+                parts = session.partitions(leg, left)  # may add its key to leg.sql
+                split = session.jdbc(leg, gate(leg.sql, registry, leg.source.name), left,
+                                     parts)
+                how = "; ".join(["read by Spark over JDBC (read-only session)",
+                                 dynamic.size_note(leg, engine.sizes)]
+                                + ([split] if split else [])
+                                + [dynamic.describe(link) for link in waits.get(leg.name, ())])
             else:
                 empty = replace(leg, limit=0)
                 empty.sql = leg_sql(empty)
@@ -596,6 +634,26 @@ def _explain_spark(plan: Plan, registry: SourceRegistry, statement: Statement,
     except SparkFailure as exc:
         raise exc.as_sql_error() from None
     return rows
+
+
+def _estimate_spark(plan: Plan, session: SparkSession, registry: SourceRegistry,
+                    deadline: float) -> None:
+    """The sources' estimates of the legs Spark reads (a large one is read in parallel)
+    and of the legs a dynamic filter may join."""
+    linked = {id(leg) for link in plan.links for leg in (link.source, link.target)}
+    engine = current_engine()
+    dynamic.estimate_legs([leg for leg in plan.legs if session.reaches(leg.source)
+                           or id(leg) in linked], registry, engine.sizes,
+                          max(deadline - time.monotonic(), 0.1), engine.estimates,
+                          current_app.config["FEDERATION_CATALOG_TTL_S"])
+
+
+def spark_waits(plan: Plan, session: SparkSession, sizes: Any, most: int
+                ) -> dict[str, list[Link]]:
+    """The dynamic filters of a statement on Spark: ``dynamic.choose``'s, for the legs
+    Spark reads over JDBC (a leg Quarry reads itself is read whole)."""
+    return {name: links for name, links in dynamic.choose(plan.links, sizes, most).items()
+            if session.reaches(links[0].target.source)}
 
 
 def open_engine(plan: Plan, registry: SourceRegistry, statement: Statement, deadline: float,

@@ -11,6 +11,13 @@ changes:
   that a cancel finds and stops it in the database (``running.cancel_marked``);
 - a leg Spark cannot reach (SQLite, an uploaded file) is read by Quarry through its usual
   path and handed to the session as Arrow, within SPARK_LOCAL_MAX_BYTES;
+- a leg its source expects to send more than SPARK_PARTITION_ROWS rows is read in ranges
+  of its table's integer primary key (``partitionColumn``, bounds from the key's index),
+  one Spark task each, so that a cluster reads it in parallel;
+- a leg that a smaller leg's join keys may cut (``dynamic.py``, as on DuckDB's route) is
+  made after that leg: ``keys`` collects them (a Spark job over the small leg's view, or
+  Quarry's own Arrow rows of it), and its JDBC query carries ``key IN (…)``. Spark's own
+  runtime filters never reach a JDBC source: they filter rows once read;
 - the engine statement is DuckDB's, written again in Spark's dialect by sqlglot, over
   temporary views named as the legs; its answer comes back as Arrow record batches.
 
@@ -37,12 +44,14 @@ from flask import Flask, current_app
 from ..errors import EngineUnavailable
 from ..lazy import on_first_use
 from ..sql.errors import ErrorCode, SqlError
+from ..sql.estimate import key_range
 from ..sql.execute import checkout
-from ..sql.formats import pa  # pyarrow, imported with the first federated statement
+from ..sql.formats import pa, pc  # pyarrow, imported with the first federated statement
 from ..sql.gate import GatedStatement
 from ..sql.running import cancel_marked
 from ..sql.sources import DataSource
-from .plan import Leg
+from .engine import key_kind
+from .plan import Leg, leg_sql, source_column
 
 EXTENSION_KEY = "quarry.spark"
 ENGINES = ("duckdb", "spark", "auto")
@@ -58,6 +67,8 @@ _MARK = re.compile(r"[^A-Za-z0-9_]")
 _ROWS_PER_FETCH = 10_000
 # The password option as a Spark Connect plan prints it (protobuf text: key, then value).
 _PASSWORD_IN_PLAN = r'(?s)key: "password".{0,64}?value: "(?:[^"\\]|\\.)*"'
+# A leg's parallel reads: (its column, smallest and largest key, how many reads).
+Split = tuple[str, int, int, int]
 
 
 class SparkEngine:
@@ -65,10 +76,13 @@ class SparkEngine:
     what a statement may hand it; one Spark Connect session per statement."""
 
     def __init__(self, remote: str | None, connect_timeout_s: float,
-                 local_max_bytes: int) -> None:
+                 local_max_bytes: int, partition_rows: int = 0, max_partitions: int = 1
+                 ) -> None:
         self.remote = remote
         self.connect_timeout_s = connect_timeout_s
         self.local_max_bytes = local_max_bytes
+        self.partition_rows = partition_rows
+        self.max_partitions = max_partitions
 
     def session(self, statement_id: str) -> SparkSession:
         """A new Spark Connect session for one statement; EngineUnavailable (503) when
@@ -138,16 +152,92 @@ class SparkSession:
         """Whether Spark reads ``source`` itself (over JDBC)."""
         return source.dialect in _JDBC
 
-    def jdbc(self, leg: Leg, gated: GatedStatement, timeout_s: float) -> None:
+    def jdbc(self, leg: Leg, gated: GatedStatement, timeout_s: float,
+             split: Split | None = None) -> str | None:
         """Make the view ``leg.name`` a JDBC relation reading the gated leg query from its
-        source, read-only and under ``timeout_s``; Spark asks the source for the columns
-        (no row) here, so a failing source fails now."""
+        source, read-only and under ``timeout_s``, in the parallel reads of ``split``
+        (``partitions``); Spark asks the source for the columns (no row) here, so a
+        failing source fails now. How it is split (None: one read)."""
         source = gated.source or leg.source
         options = jdbc_options(source, gated.sql, timeout_s, self.marker)
+        if split is not None:
+            column, low, high, count = split
+            # Spark takes a partition column only with a table: the leg's query becomes
+            # a subquery (its marker still in the text a cancel looks for).
+            options["dbtable"] = f"({options.pop('query')}) quarry_leg"
+            options.update(partitionColumn=column, lowerBound=str(low),
+                           upperBound=str(high + 1), numPartitions=str(count))
         self._jdbc_sources[source.name] = source
         with self._errors():
             self.spark.read.format("jdbc").options(**options).load() \
                 .createOrReplaceTempView(leg.name)
+        if split is None:
+            return None
+        return f"{split[3]} parallel reads by {split[0]} from {split[1]} to {split[2]}"
+
+    def partitions(self, leg: Leg, timeout_s: float) -> Split | None:
+        """How to read the leg in parallel when it is large enough: one table (a join
+        inside its source is read whole), its rows estimated beyond SPARK_PARTITION_ROWS,
+        an integer primary key (None: in one read). The key joins the leg's columns when
+        the statement does not read it (Spark splits by a column of the relation)."""
+        rows, each = leg.estimate or 0, self.engine.partition_rows
+        if each <= 0 or rows <= each or leg.joined or leg.limit is not None \
+                or not self.reaches(leg.source):
+            return None
+        count = min(math.ceil(rows / each), self.engine.max_partitions)
+        if count < 2:
+            return None
+        found = key_range(leg.source, leg.table.db or None, leg.table.name, timeout_s)
+        if found is None:
+            return None
+        key, low, high = found
+        name = next((n for n in leg.columns if source_column(leg, n).name == key), None)
+        if name is None:
+            if key in leg.columns:  # the name is another column's
+                return None
+            # Copies: the lists are shared with the plan the process keeps.
+            leg.columns, leg.kinds = [*leg.columns, key], {**leg.kinds, key: "int"}
+            leg.sql, name = leg_sql(leg), key
+        elif leg.kinds.get(name) != "int":
+            return None
+        return name, low, high, count
+
+    def keys(self, table: str, column: str, most: int
+             ) -> tuple[str, list | None, Any, Any] | None:
+        """The distinct non-NULL values of ``column`` in leg ``table``, as the DuckDB
+        session's ``keys`` gives them (a dynamic filter's keys): read from the rows Quarry
+        holds for a leg it read itself, else by a Spark job over the leg's view (the
+        statement's tag: a cancel stops it)."""
+        with self._lock:
+            batches = self._local.get(table)
+            schema = self._schemas.get(table)
+        if batches is not None and schema is not None:
+            data = pa.Table.from_batches(batches, schema=schema).column(column)
+            values = pc.unique(pc.drop_null(data))
+            kind = key_kind(data.type)
+            if kind is None:
+                return None
+            if len(values) <= most:
+                return kind, values.to_pylist(), None, None
+            bounds = pc.min_max(values)
+            return kind, None, bounds["min"].as_py(), bounds["max"].as_py()
+        quoted = "`" + column.replace("`", "``") + "`"
+        with self._errors():
+            data = self.spark.sql(
+                f"SELECT DISTINCT {quoted} FROM `{table}` WHERE {quoted} IS NOT NULL "
+                f"LIMIT {int(most) + 1}").toArrow()
+        values, kind = data.column(0), key_kind(data.schema.field(0).type)
+        if kind is None:
+            return None
+        if len(values) <= most:
+            return kind, values.to_pylist(), None, None
+        if kind == "text":  # no range of text (dynamic.py): the bounds are not needed
+            return kind, None, None, None
+        # Beyond ``most`` the values read are a part: the range is the whole column's.
+        with self._errors():
+            low, high = self.spark.sql(f"SELECT min({quoted}), max({quoted}) "
+                                       f"FROM `{table}`").collect()[0]
+        return kind, None, low, high
 
     def append(self, table: str, batch: pa.RecordBatch | pa.Table) -> None:
         """Add rows of a leg Quarry reads itself (kept until the engine statement starts,
@@ -186,7 +276,11 @@ class SparkSession:
         for table, batches in self._local.items():
             data = pa.Table.from_batches(batches, schema=self._schemas[table])
             with self._errors():
-                self.spark.createDataFrame(data).createOrReplaceTempView(table)
+                if data.num_rows:
+                    frame = self.spark.createDataFrame(data)
+                else:  # pyspark reads a schema off the rows; an empty leg gives its own
+                    frame = self.spark.createDataFrame([], _spark_schema(data.schema))
+                frame.createOrReplaceTempView(table)
         self._local.clear()
 
     def run(self, duckdb_sql: str) -> list[str]:
@@ -283,6 +377,16 @@ def _connect_client() -> tuple[Any, Any]:
         from pyspark.sql.connect.client.retries import DefaultPolicy
         from pyspark.sql.connect.session import SparkSession as ConnectSession
     return ConnectSession, DefaultPolicy
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    """Spark's schema of an Arrow one; a column of no declared type (an empty SQLite leg)
+    as text. pyspark is loaded by now (``_connect_client``)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(pa.schema([field.with_type(pa.string())
+                                        if pa.types.is_null(field.type) else field
+                                        for field in schema]))
 
 
 def _is_unavailable(exc: BaseException) -> bool:
@@ -387,6 +491,9 @@ def validate_engine(app: Flask) -> None:
                            "(sc://host:port of a Spark Connect server)")
     if app.config.get("SPARK_REMOTE"):
         _address(app.config["SPARK_REMOTE"])
+    if app.config["SPARK_MAX_PARTITIONS"] < 1 or app.config["SPARK_PARTITION_ROWS"] < 0:
+        raise RuntimeError("QUARRY_SPARK_MAX_PARTITIONS must be at least 1 and "
+                           "QUARRY_SPARK_PARTITION_ROWS at least 0")
 
 
 def init_spark(app: Flask) -> None:
@@ -396,7 +503,9 @@ def init_spark(app: Flask) -> None:
         raise RuntimeError(exc.detail) from None
     app.extensions[EXTENSION_KEY] = SparkEngine(app.config.get("SPARK_REMOTE"),
                                                 app.config["SPARK_CONNECT_TIMEOUT_S"],
-                                                app.config["SPARK_LOCAL_MAX_BYTES"])
+                                                app.config["SPARK_LOCAL_MAX_BYTES"],
+                                                app.config["SPARK_PARTITION_ROWS"],
+                                                app.config["SPARK_MAX_PARTITIONS"])
 
 
 def current_spark() -> SparkEngine:

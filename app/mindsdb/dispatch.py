@@ -266,14 +266,9 @@ def _federated(query: str, registry: Any, db: str, params: dict[str, Any] | None
 
 
 def _engine_context(db: str, result: federation.FederatedResult) -> dict[str, Any]:
-    """The answer's context: the engine that joined the legs when it is not the default
-    one, and why, when Spark was asked for and DuckDB ran it."""
-    context: dict[str, Any] = {"db": db}
-    if result.engine != "duckdb" or result.note:
-        context["engine"] = result.engine
-    if result.note:
-        context["engine_note"] = result.note
-    return context
+    """The answer's context: its database, and the engine that joined the legs when it
+    is not the default one (and why, when Spark was asked for and DuckDB ran it)."""
+    return {"db": db, **federation.engine_context(result.engine, result.note)}
 
 
 def _federated_explain(query: str, registry: Any, db: str, params: dict[str, Any] | None,

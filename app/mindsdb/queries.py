@@ -70,7 +70,8 @@ def run_query(query: str, context_db: str | None, params: dict[str, Any] | None,
             registry.register(statement)
             streamed = True
             return Answer(statement, stream=result,
-                          context={"db": result.source.name or context_db or DEFAULT_PROJECT},
+                          context={"db": result.source.name or context_db or DEFAULT_PROJECT,
+                                   **result.context},
                           query=masked.text, record_id=record_id)
         return Answer(statement, result)
     finally:
@@ -88,6 +89,19 @@ def _cancel_statement(query_id: str, context_db: str | None, user: str | None
     return {"type": "ok", "column_names": [], "context": {"db": db_name}}
 
 
+def context_headers(answer: Answer) -> dict[str, str]:
+    """A streamed answer's context beside its database, as HTTP headers (the only place
+    CSV has for it): ``X-Quarry-Engine``, ``X-Quarry-Engine-Note``. Header values are
+    Latin-1 on one line; a character beyond is sent as ``?``."""
+    headers = {}
+    for key, header in (("engine", "X-Quarry-Engine"), ("engine_note", "X-Quarry-Engine-Note")):
+        value = answer.context.get(key)
+        if value:
+            text = " ".join(str(value).split())
+            headers[header] = text.encode("latin-1", "replace").decode("latin-1")
+    return headers
+
+
 def stream_body(answer: Answer) -> Iterator[bytes]:
     """The bytes of a streamed answer; the statement ends (and is forgotten) with it, also
     when the client goes away and the server closes this iterator."""
@@ -103,8 +117,8 @@ def stream_body(answer: Answer) -> Iterator[bytes]:
             yield from sse(stream, header)
         elif fmt == "csv":
             yield from csv_stream(stream)
-        else:
-            yield from arrow_stream(stream, {"query_id": answer.query_id})
+        else:  # the schema's metadata holds what the context says beside the database
+            yield from arrow_stream(stream, {"query_id": answer.query_id, **stream.context})
     finally:
         try:
             stream.close()

@@ -19,6 +19,10 @@ column leads; SQLite: a count of its values, bounded as above): a dynamic filter
 value of one table's column is worth nothing against a column whose values are no more
 numerous (a foreign key and the key it refers to).
 
+``key_range`` asks a PostgreSQL or MariaDB/MySQL table for its integer primary key and the
+key's smallest and largest values (read from the key's index, not the rows), so that a
+large table can be read in ranges of it in parallel (``federation/spark.py``).
+
 An estimate never fails the statement: a source that cannot give one answers None, and the
 statement is planned without it.
 """
@@ -70,7 +74,7 @@ def distinct_values(source: DataSource, schema: str | None, table: str, column: 
 
 
 def _ask(source: DataSource, timeout_s: float, what: str,
-         asks: dict[str, Callable[[Any, float], int | None]]) -> int | None:
+         asks: dict[str, Callable[[Any, float], Any]]) -> Any:
     """One question to ``source`` on a pooled connection (``asks``: by dialect), given at
     most MAX_SECONDS; None when it cannot answer, never an error."""
     ask = asks.get(source.dialect)
@@ -148,6 +152,75 @@ def _sqlite_distinct(conn: Any, table: str, column: str, timeout_s: float,
     finally:
         dbapi.set_progress_handler(None, 0)
     return int(row[0]) or None
+
+
+# The primary key's columns of one table and their types, from each server's catalog as
+# any account that may read the table sees it: PostgreSQL's information_schema shows keys
+# only to the table's owner, MariaDB's table_constraints only to an account with more than
+# SELECT. MariaDB/MySQL always name the primary key PRIMARY.
+_PG_PRIMARY_KEY = (
+    "SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_index i "
+    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+    "WHERE i.indrelid = to_regclass(%s) AND i.indisprimary")
+_MYSQL_PRIMARY_KEY = (
+    "SELECT k.column_name, t.data_type FROM information_schema.key_column_usage k "
+    "JOIN information_schema.columns t ON t.table_schema = k.table_schema "
+    "AND t.table_name = k.table_name AND t.column_name = k.column_name "
+    "WHERE k.constraint_name = 'PRIMARY' AND k.table_schema = {schema} "
+    "AND k.table_name = %s")
+_INTEGER_TYPES = {"smallint", "integer", "bigint", "int", "tinyint", "mediumint"}
+
+
+def key_range(source: DataSource, schema: str | None, table: str, timeout_s: float
+              ) -> tuple[str, int, int] | None:
+    """(column, smallest, largest value) of the table's primary key when it is one
+    integer column of a table holding rows; None otherwise, or when the source cannot
+    say (a view, no rights on the catalog, a time limit): the table is then read as
+    one range."""
+    return _ask(source, timeout_s, f"key range of {table}", {
+        "postgresql": lambda conn, left: _pg_key_range(conn, schema, table, left),
+        "mysql": lambda conn, left: _mysql_key_range(conn, schema, table, left)})
+
+
+def _bounds_sql(column: str, schema: str | None, table: str, dialect: str) -> str:
+    key = exp.column(column, quoted=True)
+    return exp.select(exp.Min(this=key), exp.Max(this=key)) \
+        .from_(exp.table_(table, db=schema, quoted=True)).sql(dialect=dialect)
+
+
+def _pg_key_range(conn: Any, schema: str | None, table: str, timeout_s: float
+                  ) -> tuple[str, int, int] | None:
+    pg = conn.driver_connection
+    begin_postgresql(pg, timeout_s)
+    try:
+        name = exp.table_(table, db=schema, quoted=True).sql(dialect="postgres")
+        keys = pg.execute(_PG_PRIMARY_KEY, [name]).fetchall()
+        if len(keys) != 1 or str(keys[0][1]).lower() not in _INTEGER_TYPES:
+            return None
+        column = keys[0][0]
+        low, high = pg.execute(_bounds_sql(column, schema, table, "postgres")).fetchone()
+    finally:
+        pg.execute("ROLLBACK")
+    return None if low is None else (column, int(low), int(high))
+
+
+def _mysql_key_range(conn: Any, schema: str | None, table: str, timeout_s: float
+                     ) -> tuple[str, int, int] | None:
+    cursor = conn.driver_connection.cursor()
+    try:
+        begin_mysql(conn, cursor, timeout_s)
+        cursor.execute(_MYSQL_PRIMARY_KEY.format(schema="%s" if schema else "DATABASE()"),
+                       [schema, table] if schema else [table])
+        keys = cursor.fetchall()
+        if len(keys) != 1 or str(keys[0][1]).lower() not in _INTEGER_TYPES:
+            return None
+        column = keys[0][0]
+        cursor.execute(_bounds_sql(column, schema, table, "mysql"))
+        low, high = cursor.fetchone()
+    finally:
+        cursor.close()
+        reset_mysql_session(conn)
+    return None if low is None else (column, int(low), int(high))
 
 
 def _postgresql(conn: Any, sql: str, timeout_s: float) -> int | None:

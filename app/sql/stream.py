@@ -74,6 +74,9 @@ class TableStream:
         self.statement = statement
         self.truncated = False
         self.complete = False
+        # What the answer's context says beside its database (a federated statement: the
+        # engine that joined it, and why it is not the configured one).
+        self.context: dict[str, str] = {}
         self._conn = conn
         self._cursor = cursor
         self._timeout_s = timeout_s

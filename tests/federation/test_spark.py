@@ -1,5 +1,6 @@
-"""Federated statements on Spark (FEDERATION_ENGINE=spark), against a real Spark Connect
-server started once for this file (``local[2]``), and a standalone cluster of two workers.
+"""Federated statements on Spark (FEDERATION_ENGINE=spark), against real Spark started once
+for this file: a standalone cluster (a master, two workers) and a Spark Connect server
+against it.
 
 The data set is tests/federation's (orders in PostgreSQL, customers in MariaDB, targets in
 SQLite); PostgreSQL is reached with a password in its URL and MariaDB with an account of
@@ -13,10 +14,11 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -27,14 +29,8 @@ from app import create_app
 
 from ..conftest import _dispose
 from ..helpers import root_and_bob, sql_runner
-from ..spark_server import (
-    SparkServer,
-    connect_server,
-    free_port,
-    missing,
-    standalone_cluster,
-)
-from .conftest import CUSTOMERS, PID, SPLIT_DB, _mysql, _pg
+from ..spark_server import LIGHT_JVM, SparkServer, cluster_server, free_port, missing
+from .conftest import CUSTOMERS, ORDERS, PID, SPLIT_DB, _mysql, _pg
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(missing() is not None, reason=f"Spark: {missing()}")]
@@ -53,42 +49,13 @@ THREE = ("SELECT c.name, t.goal, o.amount FROM pg.orders o "
          "WHERE o.id <= 20 ORDER BY o.id")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cluster(tmp_path_factory) -> Iterator[Callable[[], SparkServer]]:
-    """The standalone cluster (a master, two workers, a Connect server against it), started
-    in the background as the module starts: its JVMs come up while the other tests run.
-    Gives a function that waits for it."""
-    folder = str(tmp_path_factory.mktemp("spark-cluster"))
-    stack = contextlib.ExitStack()
-    started: dict = {}
-
-    def start() -> None:
-        try:
-            master = stack.enter_context(standalone_cluster(folder))
-            started["server"] = stack.enter_context(
-                connect_server(os.path.join(folder, "connect"), master=master))
-        except BaseException as exc:  # noqa: BLE001 - reported by the test that waits
-            started["error"] = exc
-
-    thread = threading.Thread(target=start, name="spark-cluster-start")
-    thread.start()
-
-    def ready() -> SparkServer:
-        thread.join()
-        if "error" in started:
-            raise started["error"]
-        return started["server"]
-
-    try:
-        yield ready
-    finally:
-        thread.join()
-        stack.close()
-
-
 @pytest.fixture(scope="module")
-def spark(tmp_path_factory):
-    with connect_server(str(tmp_path_factory.mktemp("spark-local"))) as server:
+def spark(tmp_path_factory) -> Iterator[SparkServer]:
+    """One Spark for the whole file: a standalone master, two workers (an executor on
+    each) and a Connect server against them. Every test runs on it, so cluster mode is
+    what every test proves; the JVMs are the light ones (spark_server.LIGHT_JVM)."""
+    with cluster_server(str(tmp_path_factory.mktemp("spark")), java_options=LIGHT_JVM,
+                        shuffle_partitions=2) as server:
         yield server
 
 
@@ -188,11 +155,14 @@ def test_streamed_formats(spark_app, fed_app, fquery, fmt):
     response = spark_app.test_client().post("/api/sql/query", json={
         "query": THREE, "response_format": fmt})
     assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.headers["X-Quarry-Engine"] == "spark"
+    assert "X-Quarry-Engine-Note" not in response.headers
     body = response.get_data()
     on_duckdb = fed_app.test_client().post("/api/sql/query", json={
         "query": THREE, "response_format": fmt}).get_data()
     if fmt == "jsonlines":
         lines = [json.loads(line) for line in body.decode().splitlines()]
+        assert lines[0]["context"]["engine"] == "spark", lines[0]
         assert [r for batch in lines[1:-1] for r in batch] == want
     elif fmt == "csv":
         text = body.decode().splitlines()
@@ -202,6 +172,7 @@ def test_streamed_formats(spark_app, fed_app, fquery, fmt):
         import pyarrow as pa
 
         table = pa.ipc.open_stream(body).read_all()
+        assert table.schema.metadata[b"engine"] == b"spark"
         assert table.column_names == ["name", "goal", "amount"]
         assert table.column("name").to_pylist() == [row[0] for row in want]
         # The same types as DuckDB's route answers (the same encoder, the same values).
@@ -222,6 +193,17 @@ def test_explain_names_spark_and_what_each_source_was_given(squery, spark):
     assert [row[1] for row in body["data"][:2]] == ["pg", "maria"]
     text = json.dumps(body)
     assert PG_SECRET not in text and MARIA_SECRET not in text
+
+
+def test_an_empty_leg_quarry_reads_itself(squery, fquery):
+    """A SQLite leg of no row (Spark cannot take its types from rows), in EXPLAIN (which
+    reads none) and in a statement whose filter on it keeps none."""
+    assert squery("EXPLAIN " + THREE)["type"] == "table"
+    sql = THREE.replace("t.country = c.country", "t.country = c.country AND t.goal > 10000")
+    body = squery(sql)
+    assert body["type"] == "table", body
+    assert _exact(body["data"]) == _exact(fquery(sql)["data"])
+    assert all(row[1] is None for row in body["data"]) and body["data"]
 
 
 def test_credentials_never_show_in_spark_logs_plans_or_ui(squery, spark):
@@ -375,9 +357,40 @@ def test_spark_down_answers_503_naming_the_remote_and_auto_falls_back(
         assert body["type"] == "table" and body["context"]["engine"] == "duckdb"
         assert remote in body["context"]["engine_note"]
         assert "DuckDB" in body["context"]["engine_note"]
+        _assert_streams_say(auto, JOINED, "duckdb", body["context"]["engine_note"],
+                            body["data"])
     finally:
         _dispose(down)
         _dispose(auto)
+
+
+def _assert_streams_say(app: Flask, sql: str, engine: str, note: str | None,
+                        want: list) -> None:
+    """Each streamed format carries the answer's engine (and note) where it has room:
+    JSON lines' and SSE's header line, the Arrow schema's metadata, and for every format
+    (CSV has no other place) the response's headers."""
+    import pyarrow as pa
+
+    client = app.test_client()
+    for fmt in ("jsonlines", "sse", "csv", "arrow"):
+        response = client.post("/api/sql/query", json={"query": sql, "response_format": fmt})
+        assert response.status_code == 200, response.get_data(as_text=True)
+        assert response.headers.get("X-Quarry-Engine") == engine, (fmt, response.headers)
+        assert response.headers.get("X-Quarry-Engine-Note") == note, (fmt, response.headers)
+        body = response.get_data()
+        if fmt in ("jsonlines", "sse"):
+            lines = [json.loads(line.removeprefix("data: ")) for line in
+                     body.decode().splitlines() if line.strip()]
+            context = lines[0]["context"]
+            assert context.get("engine") == engine and context.get("engine_note") == note
+            assert _exact([r for batch in lines[1:-1] for r in batch]) == _exact(want)
+        elif fmt == "csv":
+            assert len(body.decode().splitlines()) == len(want) + 1
+        else:
+            table = pa.ipc.open_stream(body).read_all()
+            metadata = {k.decode(): v.decode() for k, v in table.schema.metadata.items()}
+            assert metadata.get("engine") == engine and metadata.get("engine_note") == note
+            assert table.num_rows == len(want)
 
 
 def test_auto_sends_small_statements_to_duckdb_and_large_ones_to_spark(
@@ -394,19 +407,111 @@ def test_auto_sends_small_statements_to_duckdb_and_large_ones_to_spark(
         _dispose(large)
 
 
-def test_a_standalone_cluster_of_two_workers_runs_it(
-        cluster, spark_sources, session_dir, sqlite_template, fquery):
-    server = cluster()
-    app = _app(spark_sources, session_dir, sqlite_template, "cluster",
-               FEDERATION_ENGINE="spark", SPARK_REMOTE=server.remote)
+def _scanned(spark: SparkServer, query_id: str, table: str) -> int | None:
+    """The rows Spark's JDBC scans of ``table`` received for statement ``query_id`` (Spark's
+    own count, in its UI's SQL metrics): what the source sent. None: no such scan seen."""
+    marker = "quarry_" + re.sub(r"[^A-Za-z0-9_]", "", query_id)
+    app = requests.get(spark.ui + "/api/v1/applications", timeout=60).json()[0]["id"]
+    deadline = time.monotonic() + 10  # the UI learns of a finished query a moment later
+    while True:
+        executions = requests.get(f"{spark.ui}/api/v1/applications/{app}/sql",
+                                  params={"details": "true", "planDescription": "true",
+                                          "length": 1000}, timeout=60).json()
+        counts = [int(metric["value"].replace(",", ""))
+                  for execution in executions if marker in execution["planDescription"]
+                  and execution["status"] == "COMPLETED"
+                  for node in execution["nodes"]
+                  if node["nodeName"].startswith("Scan JDBCRelation")
+                  and f"{table}" in node["nodeName"]
+                  for metric in node["metrics"] if metric["name"] == "number of output rows"]
+        if counts or time.monotonic() > deadline:
+            return sum(counts) if counts else None
+        time.sleep(0.2)
+
+
+CUT = ("SELECT o.id, c.name FROM pg.orders o JOIN maria.customers c ON o.customer_id = c.id "
+       "WHERE c.country = 'SE' ORDER BY o.id")
+
+
+def test_a_small_legs_keys_cut_what_the_large_source_sends(
+        spark, squery, fquery, spark_sources, session_dir, sqlite_template):
+    """A dynamic filter on Spark's route: the customers of one country are read first,
+    and PostgreSQL sends only their orders (Spark's runtime filters would filter the rows
+    once all were sent). Counted by Spark itself, with and without the filter."""
+    want = fquery(CUT)["data"]
+    swedes = {c[0] for c in CUSTOMERS if c[2] == "SE"}
+    assert len(want) == len([o for o in ORDERS if o[1] in swedes]) < len(ORDERS)
+    explained = squery("EXPLAIN " + CUT)
+    assert "filtered by keys of leg_1" in explained["data"][0][0], explained["data"]
+    cut = squery(CUT)
+    assert cut["context"]["engine"] == "spark" and _exact(cut["data"]) == _exact(want)
+    assert _scanned(spark, cut["query_id"], "orders") == len(want)
+    whole_app = _app(spark_sources, session_dir, sqlite_template, "no-dynamic",
+                     FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote,
+                     FEDERATION_DYNAMIC_KEYS=0)
     try:
-        body = sql_runner(app.test_client())(JOINED)
-        assert body["type"] == "table" and body["context"]["engine"] == "spark", body
-        assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
-        apps = requests.get(server.ui + "/api/v1/applications", timeout=60).json()
-        executors = requests.get(f"{server.ui}/api/v1/applications/{apps[0]['id']}"
-                                 "/executors", timeout=60).json()
-        hosts = [e for e in executors if e["id"] != "driver"]
-        assert len(hosts) == 2, executors  # one executor on each worker
+        whole = sql_runner(whole_app.test_client())(CUT)
+        assert _exact(whole["data"]) == _exact(want)
+        assert _scanned(spark, whole["query_id"], "orders") == len(ORDERS)
+    finally:
+        _dispose(whole_app)
+
+
+def test_keys_beyond_the_list_cut_by_their_whole_range(
+        spark, fquery, spark_sources, session_dir, sqlite_template):
+    """More keys than FEDERATION_DYNAMIC_KEYS (here 1): the large leg gets the range of
+    all of them, not of the part read to count them."""
+    sql = CUT.replace("c.country = 'SE'", "c.country IN ('FR', 'SE', 'BE')")
+    ids = [c[0] for c in CUSTOMERS if c[2] in ("FR", "SE", "BE")]
+    app = _app(spark_sources, session_dir, sqlite_template, "key-range",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote,
+               FEDERATION_DYNAMIC_KEYS=1)
+    try:
+        body = sql_runner(app.test_client())(sql)
+        assert _exact(body["data"]) == _exact(fquery(sql)["data"]) and body["data"]
+        in_range = [o for o in ORDERS if min(ids) <= o[1] <= max(ids)]
+        assert _scanned(spark, body["query_id"], "orders") == len(in_range) < len(ORDERS)
     finally:
         _dispose(app)
+
+
+def test_a_large_leg_is_read_in_parallel_ranges_of_its_key(
+        spark, spark_sources, session_dir, sqlite_template, fquery):
+    """"Large" here: more than 2 rows a read, at most 3 reads; orders (PostgreSQL, which
+    estimates its leg at tens of rows) and customers (MariaDB: 6), each by its primary
+    key, which JOINED does not select."""
+    app = _app(spark_sources, session_dir, sqlite_template, "ranges",
+               FEDERATION_ENGINE="spark", SPARK_REMOTE=spark.remote,
+               SPARK_PARTITION_ROWS=2, SPARK_MAX_PARTITIONS=3)
+    try:
+        run = sql_runner(app.test_client())
+        explained = run("EXPLAIN " + JOINED)
+        steps = {row[0].split(";")[0]: row for row in explained["data"]}
+        assert "3 parallel reads by id from 1 to 60" in steps["leg 1: leg_0"][0], steps
+        assert "3 parallel reads by id from 1 to 6" in steps["leg 2: leg_1"][0], steps
+        plan = steps["spark plan"][2]
+        # Spark's plan: every JDBC scan in three partitions.
+        assert set(re.findall(r"\[numPartitions=(\d+)\]", plan)) == {"3"}, plan
+        body = run(JOINED)
+        assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
+        # Every order the filters keep came, once, through the three reads.
+        assert _scanned(spark, body["query_id"], "orders") == sum(
+            row[2] for row in body["data"])
+    finally:
+        _dispose(app)
+
+
+def test_a_standalone_cluster_of_two_workers_runs_it(spark, squery, fquery):
+    body = squery(JOINED)
+    assert body["type"] == "table" and body["context"]["engine"] == "spark", body
+    assert _exact(body["data"]) == _exact(fquery(JOINED)["data"])
+    master = requests.get(spark.master_ui + "/json/", timeout=60).json()
+    alive = [w for w in master["workers"] if w["state"] == "ALIVE"]
+    assert len(alive) == 2 and all(w["coresused"] == 1 for w in alive), master["workers"]
+    apps = requests.get(spark.ui + "/api/v1/applications", timeout=60).json()
+    executors = [e for e in requests.get(f"{spark.ui}/api/v1/applications/{apps[0]['id']}"
+                                         "/executors", timeout=60).json()
+                 if e["id"] != "driver"]
+    # One executor on each worker, and both ran tasks of this file's statements.
+    assert len(executors) == 2, executors
+    assert all(e["totalTasks"] > 0 for e in executors), executors

@@ -14,6 +14,8 @@ from ..conftest import _dispose
     ({"FEDERATION_ENGINE": "presto"}, "duckdb, spark, auto"),
     ({"FEDERATION_ENGINE": "spark"}, "QUARRY_SPARK_REMOTE"),
     ({"FEDERATION_ENGINE": "auto", "SPARK_REMOTE": "http://spark:15002"}, "sc://host:port"),
+    ({"SPARK_MAX_PARTITIONS": 0}, "QUARRY_SPARK_MAX_PARTITIONS must be at least 1"),
+    ({"SPARK_PARTITION_ROWS": -1}, "QUARRY_SPARK_PARTITION_ROWS at least 0"),
 ])
 def test_a_bad_engine_setting_stops_the_start(tmp_path, settings, words):
     with pytest.raises(RuntimeError, match=words.replace("(", r"\(")):
