@@ -73,7 +73,8 @@ class LocalModel:
         tokenizer = Tokenizer.from_file(str(path))
         tokenizer.enable_truncation(max_length=_MAX_TOKENS)
         tokenizer.no_padding()  # tokenizer.json pads to a fixed length: each batch pads here
-        self._cores = max(1, len(os.sched_getaffinity(0)))
+        self._cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                          else os.cpu_count() or 1)
         options = ort.SessionOptions()
         # One thread per run, and as many runs at once as there are cores (see embed()):
         # batches side by side waste less CPU than one batch's threads waiting on each other.
