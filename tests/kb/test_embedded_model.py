@@ -1,7 +1,7 @@
 """The embedded model itself (app/kb/embeddings.py), run for real: its int8 copy (made by
 onnxruntime's quantization tool at the first load) against the packaged file run as it
-ships, the copy made once per folder and reused, and batches run side by side on the cores
-giving each text its own vector."""
+ships, the copy made once per folder and reused, and runs side by side on the cores giving
+each text the vector it gets alone."""
 
 from __future__ import annotations
 
@@ -64,12 +64,14 @@ def test_the_int8_copy_gives_the_packaged_models_vectors(made, shipped):
     assert np.allclose(np.linalg.norm(ours, axis=1), 1, atol=1e-5)
     same = (ours * theirs).sum(axis=1)
     assert same.min() > 0.97, same
-    # Each question orders the four documents as the packaged file does.
+    # Each question finds the document the packaged file finds first (billing, the
+    # printer, the password), and its closeness to each document stays near the shipped one.
     docs = len(DOCS)
-    for n, question in enumerate(QUESTIONS):
+    for n, (question, doc_id) in enumerate(zip(QUESTIONS, (2, 3, 1), strict=True)):
         asked, shipped_asked = model.embed([question])[0], shipped[len(TEXTS) + n]
-        assert list(np.argsort(-(ours[:docs] @ asked))) == \
-            list(np.argsort(-(theirs[:docs] @ shipped_asked)))
+        assert DOCS[int(np.argmax(theirs[:docs] @ shipped_asked))][0] == doc_id
+        assert DOCS[int(np.argmax(ours[:docs] @ asked))][0] == doc_id
+        assert np.abs(ours[:docs] @ asked - theirs[:docs] @ shipped_asked).max() < 0.05
 
 
 def test_the_copy_is_made_once_per_folder_and_reused(made):
@@ -87,7 +89,7 @@ def test_the_copy_is_made_once_per_folder_and_reused(made):
     assert again.embed(["paper jam"]).shape == (1, embeddings.LOCAL_DIMENSION)
 
 
-def test_batches_side_by_side_give_each_text_its_own_vector(made):
+def test_runs_side_by_side_give_each_text_the_vector_it_gets_alone(made):
     model, _ = made
     texts = TEXTS * 3  # more batches than cores, lengths mixed
     together = model.embed(texts)
@@ -95,5 +97,5 @@ def test_batches_side_by_side_give_each_text_its_own_vector(made):
     for i, text in enumerate(texts):
         closeness = alone @ together[i]
         assert int(np.argmax(closeness)) == TEXTS.index(text)
-        # Activations are quantized per run, so a batch's company moves a vector a little.
-        assert closeness[TEXTS.index(text)] > 0.98
+        # One text per run: its vector is the one it gets alone, whatever came with it.
+        assert np.allclose(together[i], alone[TEXTS.index(text)], atol=1e-5)
