@@ -151,7 +151,7 @@ def main() -> None:
         print(f"int8 copy made in {time.perf_counter() - started:.1f} s "
               f"({_cpu() - cpu:.1f} CPU-s), {size:.1f} MiB")
         models = {"as shipped (float32 products, 2 threads per batch)": Shipped(),
-                  "LocalModel (int8 products, a batch per core)": ours}
+                  "LocalModel (int8 products, a run per core)": ours}
         if args.cut:
             cut = embeddings.LocalModel(folder)
             cut._tokenizer.enable_truncation(max_length=args.cut)
