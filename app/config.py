@@ -153,8 +153,9 @@ SETTINGS: list[Setting] = [
     Setting("FILES_URL_ALLOW", "", str,
             "Comma-separated hosts an upload with source_type=url may name (default: none)"),
     Setting("KB_DIR", None, str,
-            "Folder of the knowledge bases' index file, knowledge_bases.db (default: kb in "
-            "the instance folder); share it between instances that share a store"),
+            "Folder of the knowledge bases' index file, knowledge_bases.db, and of the "
+            "embedded model's int8 copy, made at its first load (default: kb in the "
+            "instance folder); share it between instances that share a store"),
     Setting("KB_INSERT_MAX_ROWS", 100_000, int,
             "Most rows one INSERT INTO a knowledge base (or PUT …/knowledge_bases/<kb>) "
             "may add; more rows given are refused, a SELECT that returns more stops there"),

@@ -453,9 +453,14 @@ def _open(path: Path) -> Any:
     return conn
 
 
+def kb_folder() -> str:
+    """This app's folder of knowledge-base files: KB_DIR, or kb in the instance folder."""
+    return current_app.config.get("KB_DIR") or os.path.join(current_app.instance_path, "kb")
+
+
 def current_index() -> KbIndex:
     """The index file of this app: ``knowledge_bases.db`` in KB_DIR."""
-    folder = current_app.config.get("KB_DIR") or os.path.join(current_app.instance_path, "kb")
+    folder = kb_folder()
     copies = current_app.extensions.get(_COPIES)
     if copies is None:  # made in the worker at the first use, never before a fork
         copies = current_app.extensions.setdefault(

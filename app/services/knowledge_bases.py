@@ -45,7 +45,7 @@ from ..kb.embeddings import (
     EndpointModel,
     local_model,
 )
-from ..kb.index import Chunk, Filter, Hit, split_text
+from ..kb.index import Chunk, Filter, Hit, kb_folder, split_text
 from ..kb.reranking import EndpointReranker
 from ..rules.names import lookup_key, name_key, validate_name
 from ..schemas.knowledge_bases import RerankingModel
@@ -425,7 +425,7 @@ def _chunks(doc_id: str, text: str, metadata: dict[str, Any], params: dict[str, 
 def _embedder(row: KnowledgeBase) -> Any:
     settings = row.embedding
     if settings["provider"] == LOCAL_PROVIDER:
-        return local_model()
+        return local_model(kb_folder())
     _require_listed(settings["base_url"])  # the list may have changed since the create
     return EndpointModel(settings["base_url"], settings["model_name"],
                          _decrypted(row.api_key, "embedding"),
