@@ -202,12 +202,14 @@ class SparkSession:
             return None
         return name, low, high, count
 
-    def keys(self, table: str, column: str, most: int
+    def keys(self, table: str, column: str, most: int, *, as_int: bool = False
              ) -> tuple[str, list | None, Any, Any] | None:
         """The distinct non-NULL values of ``column`` in leg ``table``, as the DuckDB
         session's ``keys`` gives them (a dynamic filter's keys): read from the rows Quarry
         holds for a leg it read itself, else by a Spark job over the leg's view (the
-        statement's tag: a cancel stops it)."""
+        statement's tag: a cancel stops it). Text keys for an integer column (``as_int``)
+        give no filter here: Spark would compare them by its own casts, not DuckDB's, and a
+        filter left out costs rows read, never a row of the answer."""
         with self._lock:
             batches = self._local.get(table)
             schema = self._schemas.get(table)
@@ -215,7 +217,7 @@ class SparkSession:
             data = pa.Table.from_batches(batches, schema=schema).column(column)
             values = pc.unique(pc.drop_null(data))
             kind = key_kind(data.type)
-            if kind is None:
+            if kind is None or (kind == "text" and as_int):
                 return None
             if len(values) <= most:
                 return kind, values.to_pylist(), None, None
@@ -227,7 +229,7 @@ class SparkSession:
                 f"SELECT DISTINCT {quoted} FROM `{table}` WHERE {quoted} IS NOT NULL "
                 f"LIMIT {int(most) + 1}").toArrow()
         values, kind = data.column(0), key_kind(data.schema.field(0).type)
-        if kind is None:
+        if kind is None or (kind == "text" and as_int):
             return None
         if len(values) <= most:
             return kind, values.to_pylist(), None, None
