@@ -7,7 +7,7 @@ import time
 import pytest
 
 IRIS_SQL = ("CREATE MODEL p1.{name} FROM demo (SELECT * FROM iris) PREDICT species "
-            "USING join_learn_process = true")
+            "USING join_learn_process = true, time_budget_s = 1")
 DIABETES_SQL = ("CREATE MODEL p1.{name} FROM demo (SELECT * FROM diabetes) PREDICT progression "
                 "USING join_learn_process = true")
 
