@@ -37,7 +37,8 @@ def test_replace_and_if_not_exists_never_answer_name_taken(app, p1, clause):
     # Two requests both passed the delete (OR REPLACE) or the lookup (IF NOT EXISTS) before
     # either inserted; the loser's insert hit the unique name and answered 409 "already
     # exists", which those statements are written never to say.
-    query = f"{clause} p1.twin FROM demo (SELECT * FROM iris) PREDICT species"
+    query = f"{clause} p1.twin FROM demo (SELECT * FROM iris) PREDICT species " \
+            "USING time_budget_s = 1"
     outcomes = _race(app, query)
     assert sorted(map(str, outcomes)) == ["201"] * (RACERS // 2) + ["table"] * (RACERS // 2)
     models = p1.get("/api/projects/p1/models").get_json()
@@ -46,7 +47,8 @@ def test_replace_and_if_not_exists_never_answer_name_taken(app, p1, clause):
 
 
 def test_plain_create_race_still_answers_409_to_all_but_one(app, p1):
-    outcomes = _race(app, "CREATE MODEL p1.twin FROM demo (SELECT * FROM iris) PREDICT species")
+    outcomes = _race(app, "CREATE MODEL p1.twin FROM demo (SELECT * FROM iris) PREDICT species "
+                          "USING time_budget_s = 1")
     assert outcomes.count(201) + outcomes.count("table") == 1
     taken = [o for o in outcomes if o not in (201, "table")]
     assert all(o == 409 or "already exists" in str(o) for o in taken), outcomes
