@@ -17,13 +17,15 @@ from tests.live import migrated_sqlite_env, serving, workers
 pytestmark = pytest.mark.slow
 
 
-def _history(url: str) -> list[dict]:
-    answer = requests.get(f"{url}/api/projects/mindsdb/jobs/slow/history", timeout=30)
+def history(url: str, job: str = "slow") -> list[dict]:
+    """A job's runs, newest first (GET …/jobs/<job>/history)."""
+    answer = requests.get(f"{url}/api/projects/mindsdb/jobs/{job}/history", timeout=30)
     assert answer.status_code == 200, answer.text
     return answer.json()
 
 
-def _until(check, timeout: float = 60):
+def until(check, timeout: float = 60):
+    """What ``check()`` returns once it is truthy, asked every 0.1 s for ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while not (found := check()):
         assert time.monotonic() < deadline, "timed out"
@@ -43,11 +45,11 @@ def test_a_run_left_by_a_dead_worker_is_ended_and_the_next_slot_runs(tmp_path,
         made = requests.post(f"{server.url}/api/sql/query", timeout=30, json={
             "query": f"CREATE JOB slow ({FIRST_RUN_ENDLESS}) START '{start}' EVERY minute"})
         assert made.json()["type"] == "ok", made.json()
-        _until(lambda: [r for r in _history(server.url) if r["outcome"] == "running"])
+        until(lambda: [r for r in history(server.url) if r["outcome"] == "running"])
         for pid in workers(server.process.pid):
             os.kill(pid, signal.SIGKILL)  # the run's process dies under it
-        runs = _until(lambda: (lambda h: h if len(h) == 2 and h[0]["end_at"] else None)(
-            _history(server.url)))
+        runs = until(lambda: (lambda h: h if len(h) == 2 and h[0]["end_at"] else None)(
+            history(server.url)))
         second, first = runs
         assert first["outcome"] == "error" and "did not finish" in first["error"], first
         assert second["slot_at"] > first["slot_at"], runs

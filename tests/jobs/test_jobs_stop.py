@@ -12,24 +12,11 @@ import time
 import pytest
 import requests
 
+from tests.jobs.test_jobs_live import history, until
 from tests.live import migrated_sqlite_env, serving
 from tests.models.test_failures import SLOW_SELECT
 
 pytestmark = pytest.mark.slow
-
-
-def _history(url: str, job: str) -> list[dict]:
-    answer = requests.get(f"{url}/api/projects/mindsdb/jobs/{job}/history", timeout=30)
-    assert answer.status_code == 200, answer.text
-    return answer.json()
-
-
-def _until(check, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-    return found
 
 
 def test_a_stopping_worker_cancels_its_run_records_it_and_exits(tmp_path, sqlite_template):
@@ -42,18 +29,18 @@ def test_a_stopping_worker_cancels_its_run_records_it_and_exits(tmp_path, sqlite
             made = requests.post(f"{server.url}/api/sql/query", timeout=30,
                                  json={"query": f"CREATE JOB {job} ({SLOW_SELECT})"})
             assert made.json()["type"] == "ok", made.json()
-            _until(lambda job=job: (_history(server.url, job) or [{}])[0].get("outcome")
+            until(lambda job=job: (history(server.url, job) or [{}])[0].get("outcome")
                    == "running")
             if job == "cancelled":
-                listed = _until(lambda: [q for q in requests.get(
+                listed = until(lambda: [q for q in requests.get(
                     f"{server.url}/api/sql/queries", timeout=30).json()
                     if "WITH RECURSIVE" in q["statement"]])
                 assert len(listed) == 1, listed
                 gone = requests.delete(f"{server.url}/api/sql/queries/{listed[0]['query_id']}",
                                        timeout=30)
                 assert gone.status_code in (200, 202, 204), gone.text
-                run = _until(lambda: (lambda h: h[0] if h[0]["end_at"] else None)(
-                    _history(server.url, "cancelled")))
+                run = until(lambda: (lambda h: h[0] if h[0]["end_at"] else None)(
+                    history(server.url, "cancelled")))
                 assert run["outcome"] == "error" and "cancelled" in run["error"], run
         time.sleep(0.5)  # the statement is in the database by now
         asked = time.monotonic()
