@@ -20,12 +20,13 @@ from ..conftest import _dispose
 def test_a_bad_engine_setting_stops_the_start(tmp_path, settings, words):
     with pytest.raises(RuntimeError, match=words.replace("(", r"\(")):
         create_app({"DATABASE_URL": f"sqlite:///{tmp_path}/s.db",
-                    "INSTANCE_PATH": str(tmp_path), "TESTING": True, **settings})
+                    "INSTANCE_PATH": str(tmp_path), "TESTING": True, "DEMO_SOURCE": False,
+                    **settings})
 
 
 def test_spark_settings_are_accepted(tmp_path):
     app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path}/s.db",
-                      "INSTANCE_PATH": str(tmp_path), "TESTING": True,
+                      "INSTANCE_PATH": str(tmp_path), "TESTING": True, "DEMO_SOURCE": False,
                       "FEDERATION_ENGINE": "auto", "SPARK_REMOTE": "sc://127.0.0.1:15002"})
     try:
         assert app.config["SPARK_MIN_ROWS"] == 5_000_000
