@@ -319,5 +319,5 @@ def test_a_project_drop_takes_its_tables(client, vectors_url):
 def test_kb_stores_is_checked_at_start(stores, words, tmp_path):
     with pytest.raises(RuntimeError) as caught:
         create_app({"DATABASE_URL": f"sqlite:///{tmp_path}/s.db", "KB_STORES": stores,
-                    "INSTANCE_PATH": str(tmp_path)})
+                    "INSTANCE_PATH": str(tmp_path), "DEMO_SOURCE": False})
     assert words in str(caught.value) and "hidden-pw" not in str(caught.value)

@@ -93,7 +93,8 @@ def corpus_app(sqlite_template, tmp_path_factory) -> Iterator[tuple[Flask, str]]
     store = str(folder / "store.db")
     shutil.copy(sqlite_template, store)
     app = create_app({"DATABASE_URL": f"sqlite:///{store}", "INSTANCE_PATH": str(folder),
-                      "TESTING": True, "DATA_SOURCES": {"lite": f"sqlite:///{path}"}})
+                      "TESTING": True, "DATA_SOURCES": {"lite": f"sqlite:///{path}"},
+                      "DEMO_SOURCE": False})
     yield app, path
     _dispose(app)
 
