@@ -149,7 +149,6 @@ def worker_exit(server, worker):
     app = server.app.wsgi()
     from app.extensions import db
     from app.mindsdb.runs import stop_jobs
-    from app.sql.sources import current_sources
 
     stop_jobs(app, wait_s=min(10.0, graceful_timeout))
     # A training under way here finishes first (gunicorn kills the worker at
@@ -158,7 +157,11 @@ def worker_exit(server, worker):
     if trainer is not None:
         trainer.shutdown()
     with app.app_context():
-        current_sources().dispose()  # the data sources' sessions end as a client's should
+        # Every pool the app opened (data sources, vector stores, then the store): their
+        # sessions end as a client's should.
+        for key, extension in app.extensions.items():
+            if key.startswith("quarry.") and callable(getattr(extension, "dispose", None)):
+                extension.dispose()
         db.engine.dispose()
     logging.shutdown()
     sys.stdout.flush()

@@ -1,5 +1,8 @@
 """Knowledge bases: /api/projects/<project>/knowledge_bases (MindsDB's routes)."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from ..errors import Unprocessable
 from ..schemas.knowledge_bases import (
     InsertOut,
@@ -30,10 +33,8 @@ def list_knowledge_bases(project):
 def create_knowledge_base(body, project):
     """Create a knowledge base."""
     fields = dict(body["knowledge_base"])
-    try:
+    with _fields_in_body():
         return service.create_knowledge_base(project, fields.pop("name"), fields)
-    except Unprocessable as exc:  # the service names the fields within knowledge_base
-        raise exc.within("knowledge_base") from None
 
 
 @blp.route("/<name:name>", methods=["GET"])
@@ -51,10 +52,8 @@ def get_knowledge_base(project, name):
 def insert_into_knowledge_base(body, project, name):
     """Insert rows, or the rows of a query, into a knowledge base (upsert by id)."""
     data = body["knowledge_base"]
-    try:
+    with _fields_in_body():
         return service.insert(project, name, rows=data.get("rows"), query=data.get("query"))
-    except Unprocessable as exc:
-        raise exc.within("knowledge_base") from None
 
 
 @blp.route("/<name:name>", methods=["DELETE"])
@@ -63,3 +62,13 @@ def insert_into_knowledge_base(body, project, name):
 def delete_knowledge_base(project, name):
     """Drop a knowledge base."""
     service.drop_knowledge_base(project, name)
+
+
+@contextmanager
+def _fields_in_body() -> Iterator[None]:
+    """The service names a refused field as it knows it; the body holds the fields under
+    ``knowledge_base``, where its errors' paths start."""
+    try:
+        yield
+    except Unprocessable as exc:
+        raise exc.within("knowledge_base") from None
