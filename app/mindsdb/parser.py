@@ -70,8 +70,8 @@ def parse_sql_cached(query: str) -> Any:
 def _or_replace_view(query: str) -> Any:
     """``CREATE OR REPLACE VIEW p.v [FROM db] AS (…)``, which the MindsDB parser does not
     know, as the ALTER VIEW it knows (which creates the view when there is none, and replaces
-    it otherwise); None for any other text. The words are found by the parser's own lexer,
-    and the rest of the statement is read by the parser as ``CREATE VIEW``."""
+    it otherwise); None for any other text, INVALID_STATEMENT with IF NOT EXISTS. The words
+    are found by the parser's own lexer, and the rest is read by the parser as CREATE VIEW."""
     try:
         words = list(itertools.islice(MindsDBLexer().tokenize(query), 4))
     except LexError:
@@ -82,8 +82,12 @@ def _or_replace_view(query: str) -> Any:
         tree = parse_sql(query[:words[1].index] + query[words[3].index:])
     except Exception:  # noqa: BLE001 - the parser raises assorted types
         return None
-    if not isinstance(tree, CreateView) or tree.if_not_exists:
-        return None  # CREATE OR REPLACE VIEW IF NOT EXISTS says two things at once
+    if not isinstance(tree, CreateView):
+        return None
+    if tree.if_not_exists:  # says two things at once: which one was meant is not for us to pick
+        raise SqlError(ErrorCode.INVALID_STATEMENT,
+                       "CREATE OR REPLACE VIEW replaces a view that exists, IF NOT EXISTS keeps "
+                       "it: give one of the two")
     return AlterView(name=tree.name, query_str=tree.query_str, from_table=tree.from_table)
 
 

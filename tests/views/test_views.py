@@ -91,6 +91,10 @@ def test_create_or_replace_view_creates_then_replaces(client):
     # Checked as CREATE VIEW is, and a refused one leaves the view as it was.
     error(client, "CREATE OR REPLACE VIEW r AS (DELETE FROM demo.iris)", "DELETE")
     error(client, "CREATE OR REPLACE VIEW r AS (SELECT * FROM mindsdb.r)", "reads itself")
+    # OR REPLACE with IF NOT EXISTS: a clear refusal, not a syntax error, and nothing changed.
+    body = error(client, "CREATE OR REPLACE VIEW IF NOT EXISTS r AS (SELECT 1 AS x)",
+                 "IF NOT EXISTS")
+    assert "syntax" not in body["error_message"].lower()
     assert ok(client, "SELECT count(*) FROM mindsdb.r")["data"] == [[4]]
     assert [n for n, _ in ok(client, "SHOW VIEWS")["data"]] == ["r"]
     # What a job may run to keep a view current (issue 33's list).
