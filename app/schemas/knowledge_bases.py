@@ -1,7 +1,7 @@
 """Knowledge bases (/api/projects/<p>/knowledge_bases, CREATE KNOWLEDGE_BASE … USING):
 MindsDB's shapes."""
 
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from ..kb.reranking import RERANK_PROVIDERS
 from .common import InputSchema, JsonObject, JsonObjects, Name, NonEmptyString
@@ -54,6 +54,22 @@ class KnowledgeBaseOptions(InputSchema):
     reranking_model = fields.Raw(allow_none=True)
     storage = fields.Raw(allow_none=True)
     params = JsonObject(allow_none=True)
+
+    @validates_schema
+    def _each_column_once(self, data, **_kwargs):
+        """A column is named once: in content_columns or in metadata_columns, not twice (which
+        of the two it would be, and how often its text would be embedded, is not for us to
+        guess)."""
+        content = data.get("content_columns") or ["content"]  # the default, as the service's
+        metadata = data.get("metadata_columns") or []
+        for field, names in (("content_columns", content), ("metadata_columns", metadata)):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ValidationError(f"{', '.join(twice)} named twice", field)
+        both = sorted(set(content) & set(metadata))
+        if both:
+            raise ValidationError(f"{', '.join(both)} is also in content_columns: a column is "
+                                  "either content or metadata", "metadata_columns")
 
 
 class KnowledgeBaseFields(KnowledgeBaseOptions):

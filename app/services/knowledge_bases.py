@@ -290,6 +290,8 @@ def insert_rows(project_name: str, name: str, rows: Sequence[dict[str, Any]],
     if len(rows) > cap:
         raise Unprocessable(f"{len(rows)} rows given; one insert takes at most {cap} "
                             "(QUARRY_KB_INSERT_MAX_ROWS)", title="Too many rows")
+    if not rows:  # nothing to write (an empty DataFrame from mindsdb_sdk): nothing written
+        return {"rows": 0, "chunks": 0}
     columns = list(dict.fromkeys(k for r in rows for k in r))
     return _ingest(project, row, columns, [[[r.get(c) for c in columns] for r in rows]],
                    progress)

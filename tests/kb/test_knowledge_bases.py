@@ -250,6 +250,15 @@ def test_rest_routes(client):
     assert [k["name"] for k in client.get(base).get_json()] == ["notes"]
     bad = client.put(f"{base}/notes", json={"knowledge_base": {"rows": [{"id": 1}]}})
     assert bad.status_code == 422 and "content" in bad.get_json()["detail"]
+    none = client.put(f"{base}/notes", json={"knowledge_base": {"rows": []}})
+    assert none.status_code == 200 and none.get_json() == {"rows": 0, "chunks": 0}
+    for columns, field in ((["author", "author"], "metadata_columns"),
+                           (["content", "author"], "metadata_columns")):
+        twice = client.post(base, json={"knowledge_base": {"name": "t",
+                                                           "metadata_columns": columns}})
+        assert twice.status_code == 400, twice.get_json()
+        assert field in twice.get_json()["errors"]["knowledge_base"], twice.get_json()
+    assert client.get(f"{base}/t").status_code == 404
     both = client.put(f"{base}/notes", json={"knowledge_base": {"rows": [], "query": "x"}})
     assert both.status_code == 422 and "either rows or query" in both.get_json()["detail"]
     overlap = client.post(base, json={"knowledge_base": {"name": "o", "preprocessing": {
