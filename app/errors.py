@@ -104,13 +104,6 @@ class TooManyRequests(QuarryError):
     title = "Too many requests"
 
 
-class NotSupported(QuarryError):
-    """A MindsDB feature Quarry does not have (knowledge bases, the object tree …)."""
-
-    status = 501
-    title = "Not supported"
-
-
 class StoreUnavailable(QuarryError):
     status = 503
     title = "Metadata store unavailable"

@@ -21,7 +21,6 @@ from . import (
     sqlviews,
     status,
     tree,
-    unsupported,
 )
 
 # The routes whose bodies carry data rows (a batch to predict, the values of a statement's
@@ -48,7 +47,6 @@ def register_blueprints(app: Flask, api: openapi.QuarryApi) -> None:
     api.register_blueprint(sql.blp)
     api.register_blueprint(access.blp)
     api.register_blueprint(status.metrics_blp)
-    api.register_blueprint(unsupported.blp)
     api.register_blueprint(databases.blp)
     api.register_blueprint(files.blp)
     api.register_blueprint(tree.blp)

@@ -4,8 +4,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..errors import Unprocessable
+from ..mcp import kb_completions
 from ..schemas.knowledge_bases import (
     InsertOut,
+    KnowledgeBaseCompletionIn,
+    KnowledgeBaseCompletionOut,
     KnowledgeBaseIn,
     KnowledgeBaseOut,
     KnowledgeBasePut,
@@ -54,6 +57,16 @@ def insert_into_knowledge_base(body, project, name):
     data = body["knowledge_base"]
     with _fields_in_body():
         return service.insert(project, name, rows=data.get("rows"), query=data.get("query"))
+
+
+@blp.route("/<name:name>/completions", methods=["POST"])
+@blp.arguments(KnowledgeBaseCompletionIn)
+@blp.response(200, KnowledgeBaseCompletionOut)
+@blp.problems(404, 422, 502)
+def knowledge_base_completion(body, project, name):
+    """The passages that answer a question (type context), or a model's answer from them
+    (type chat, the default: the model endpoint an administrator set)."""
+    return kb_completions.complete(project, name, body)
 
 
 @blp.route("/<name:name>", methods=["DELETE"])

@@ -460,7 +460,7 @@ def _operation_ids(app: Flask, api: Api) -> dict[tuple[str, str], str]:
         for method in methods:
             operation = api.spec._paths.get(path, {}).get(method)
             if operation is not None:
-                # One view serving several methods (the unsupported routes): one id each.
+                # One view serving several methods: one id each.
                 unique = operation_id if len(methods) == 1 else f"{operation_id}_{method}"
                 operation["operationId"] = unique
                 ids[(path, method)] = unique

@@ -2,8 +2,8 @@
 
 Without this table, ``mindsdb_sdk``'s ``ml_engines.list()`` (``SHOW ML_ENGINES``) fell
 through to the data path and answered with a data source's error. Every
-statement, table and REST route about one of these objects answers UNSUPPORTED (16), or HTTP
-501 on REST, with the sentence of ``message``.
+statement and table about one of these objects answers UNSUPPORTED (16), with the sentence
+of ``message``.
 """
 
 from __future__ import annotations

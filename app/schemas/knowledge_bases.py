@@ -118,3 +118,48 @@ class KnowledgeBaseOut(Schema):
 class InsertOut(Schema):
     rows = fields.Integer(metadata={"description": "rows inserted (upserted by id)"})
     chunks = fields.Integer()
+
+
+def _scalars(values: dict) -> None:
+    wrong = sorted(k for k, v in values.items()
+                   if v is None or not isinstance(v, str | int | float | bool))
+    if wrong:
+        raise ValidationError(f"{', '.join(wrong)}: a metadata value to match is a string, "
+                              "a number or true/false")
+
+
+class KnowledgeBaseCompletionIn(InputSchema):
+    """POST …/knowledge_bases/<kb>/completions (MindsDB's; mindsdb_sdk's kb.completion)."""
+
+    query = fields.String(required=True, validate=validate.Length(min=1, max=100_000))
+    type = fields.String(validate=validate.OneOf(("chat", "context")), load_default="chat")
+    limit = fields.Integer(strict=True, validate=validate.Range(min=1, max=100),
+                           load_default=10)
+    keywords = fields.String(validate=validate.Length(min=1, max=10_000))
+    metadata = fields.Dict(keys=fields.String(validate=validate.Length(min=1, max=255)),
+                           validate=_scalars)
+    llm_model = NonEmptyString()
+    prompt_template = fields.String(validate=validate.Length(min=1, max=100_000))
+    model_provider = fields.String(validate=validate.OneOf(("openai",)))
+
+
+class KnowledgeBaseDocument(Schema):
+    id = fields.String()
+    chunk_id = fields.String()
+    content = fields.String()
+    metadata = fields.Dict()
+    relevance = fields.Float(allow_none=True)
+    rank = fields.Integer(metadata={"description": "1 for the best passage"})
+
+
+class KnowledgeBaseAnswer(Schema):
+    role = fields.String()
+    content = fields.String()
+    context = fields.List(fields.Nested(KnowledgeBaseDocument))
+
+
+class KnowledgeBaseCompletionOut(Schema):
+    documents = fields.List(fields.Nested(KnowledgeBaseDocument),
+                            metadata={"description": "type context: the passages"})
+    message = fields.Nested(KnowledgeBaseAnswer,
+                            metadata={"description": "type chat: the model's answer"})

@@ -473,12 +473,13 @@ def delete_documents(project_name: str, name: str, filters: Sequence[Filter]) ->
 def search(project_name: str, name: str, *, content: str | None,
            filters: Sequence[Filter] = (), min_relevance: float | None = None,
            alpha: float | None = None, limit: int | None = None,
-           reranking: bool | None = None, found: Readable | None = None
-           ) -> list[dict[str, Any]]:
+           reranking: bool | None = None, found: Readable | None = None,
+           words: str | None = None) -> list[dict[str, Any]]:
     """The chunks best matching ``content`` (by meaning; with ``alpha``, fused with the
-    words' BM25 ranking; then reranked when the knowledge base has a reranking model and
-    ``reranking`` is not False), or without it, the chunks the filters keep. ``found``:
-    the knowledge base as ``find_readable`` answered it in this statement."""
+    BM25 ranking of its words, or of ``words`` when given; then reranked when the knowledge
+    base has a reranking model and ``reranking`` is not False), or without it, the chunks
+    the filters keep. ``found``: the knowledge base as ``find_readable`` answered it in
+    this statement."""
     project, row = found if found is not None else _require(project_name, name, "read")
     filters = _checked(row, filters)
     if reranking and row.reranking is None:
@@ -497,7 +498,7 @@ def search(project_name: str, name: str, *, content: str | None,
             raise Unprocessable(exc.message, title="Embedding failed") from None
         wanted = DEFAULT_LIMIT if limit is None else limit
         rerank = row.reranking is not None and reranking is not False
-        hits = index.search(key, vector, content, filters, alpha=alpha,
+        hits = index.search(key, vector, words or content, filters, alpha=alpha,
                             limit=_rerank_depth(wanted) if rerank else wanted)
         answer = [_hit(hit) for hit in hits]
         if rerank:

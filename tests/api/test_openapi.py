@@ -102,9 +102,8 @@ def test_openapi_lists_every_answer_of_every_operation(client):
         assert "503" in responses, (path, method)
         if "requestBody" in operation:
             assert {"400", "413"} <= set(responses), (path, method)
-        # Not the unsupported routes (always 501), nor a PUT of a database (creates it).
-        if "{" in path and not path.endswith("/knowledge_bases/{name}/completions") \
-                and not path.startswith("/api/tree") \
+        # Not the object tree, nor a PUT of a database (creates it).
+        if "{" in path and not path.startswith("/api/tree") \
                 and (path, method) not in {("/api/databases/{name}", "put"),
                                            ("/api/files/{name}", "put")}:  # they create
             assert "404" in responses, (path, method)

@@ -67,11 +67,6 @@ def config(*, examples: int, coverage: bool, max_time: int = 60, allow_nul: bool
         },
         "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
         "phases": {"coverage": {"enabled": coverage}},
-        # MindsDB routes Quarry does not serve (a knowledge base's completions)
-        # answer 501 by design (app/api/unsupported.py), and only that: the one 5xx allowed.
-        "operations": [{"include-tag": "unsupported", "checks": {
-            "not_a_server_error": {"expected-statuses": ["2xx", "3xx", "4xx", "501"]},
-            "positive_data_acceptance": {"expected-statuses": ["501"]}}}],
     })
 
 

@@ -1,14 +1,12 @@
-"""MindsDB objects Quarry does not have (ML engines, triggers, chatbots) say so — in SQL
-(UNSUPPORTED, 16) and on REST (501) — instead of "Table 'triggers' names no data source"
-or "No such endpoint". Jobs are served (tests/jobs/)."""
+"""MindsDB objects Quarry does not have (ML engines, triggers, chatbots) say so in SQL
+(UNSUPPORTED, 16) instead of "Table 'triggers' names no data source". Jobs are served
+(tests/jobs/)."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.sql.errors import ErrorCode
-
-from ..helpers import assert_problem
 
 WORDS = ("ML_ENGINES", "TRIGGERS", "CHATBOTS")
 
@@ -70,14 +68,6 @@ def test_a_data_source_table_of_the_same_name_is_still_data(query, lite_source):
     assert "no such table: jobs" in body["error_message"]
     body = query("SELECT * FROM views", db="pg")
     assert body["error_code"] == ErrorCode.UNKNOWN_TABLE, body
-
-
-def test_knowledge_base_completions_answer_501_saying_so(sql_app):
-    # Knowledge bases are searched (tests/kb/); MindsDB's completions route is not served.
-    response = sql_app.test_client().post(
-        "/api/projects/mindsdb/knowledge_bases/kb1/completions", json={"query": "x"})
-    body = assert_problem(response, 501, "Completions from a knowledge base are not")
-    assert body["title"] == "Not supported"
 
 
 @pytest.mark.parametrize("sql", ["ALTER KNOWLEDGE_BASE kb1 USING reranking_model = false",
