@@ -112,6 +112,10 @@ def test_one_sources_tables_are_one_leg_cut_by_a_values_list_of_keys(fed_app, fq
     assert 'FROM mt_orders AS "o" CROSS JOIN mt_lines AS "l"' in legs["pg"][2], steps
     assert legs["pg"][0].endswith('filtered by keys of leg_0 at run time: "o"."buyer_id" '
                                   "IN (the values of id)"), steps
+    # The two tables' integer key equality holds in every row PostgreSQL sends: the engine
+    # does not check it again, and the leg sends no column for it.
+    assert "l.order_id = o.id" in legs["pg"][2] and '"l"."order_id" AS' not in legs["pg"][2]
+    assert "order_id" not in steps[-1][2], steps
     rows, filters = _run(fed_app, split)
     _same(fquery, rows, one)
     # 200 keys: a VALUES list, which PostgreSQL joins as a table of 200 rows.
