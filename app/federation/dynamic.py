@@ -58,7 +58,7 @@ from ..sql.gate import gate
 from ..sql.sources import DataSource, SourceRegistry
 from . import files
 from .engine import Estimates, Session, Sizes
-from .plan import Held, Leg, Link, leg_sql, source_column
+from .plan import Held, Leg, Link, component, leg_sql, source_column
 
 # A leg with more rows than FEDERATION_DYNAMIC_KEYS still gives its keys (as a range) to a
 # leg this many times its size.
@@ -191,15 +191,7 @@ def _equal_in_leg(leg: Leg, first: str, second: str) -> bool:
              for condition in leg.filters if isinstance(condition, exp.EQ)
              and isinstance(condition.this, exp.Column)
              and isinstance(condition.expression, exp.Column)]
-    found = {_origin_key(leg, first)}
-    grown = True
-    while grown:
-        grown = False
-        for pair in pairs:
-            if pair & found and not pair <= found:
-                found |= pair
-                grown = True
-    return _origin_key(leg, second) in found
+    return _origin_key(leg, second) in component(_origin_key(leg, first), pairs)
 
 
 def _origin_key(leg: Leg, name: str) -> str:

@@ -590,17 +590,24 @@ def _connected(names: set[str], conditions: list[exp.Expression]) -> set[str]:
     links = [_aliases(c) for c in conditions if len(_aliases(c)) > 1]
     best: set[str] = set()
     for first in sorted(names):
-        component = {first}
-        grown = True
-        while grown:
-            grown = False
-            for link in links:
-                if link & component and not link <= component:
-                    component |= link
-                    grown = True
-        if len(component) > len(best):
-            best = component
+        found = component(first, links)
+        if len(found) > len(best):
+            best = found
     return best
+
+
+def component(first: str, links: list[set[str]]) -> set[str]:
+    """``first`` and every name that ``links`` (sets of names linked together) reach from
+    it, link after link."""
+    found = {first}
+    grown = True
+    while grown:
+        grown = False
+        for link in links:
+            if link & found and not link <= found:
+                found |= link
+                grown = True
+    return found
 
 
 def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],

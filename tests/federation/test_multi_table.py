@@ -88,6 +88,12 @@ def _same(fquery, rows: list, one: str) -> None:
         [[_plain(v) for v in row] for row in want["data"]]
 
 
+def _explained(fquery, sql: str) -> tuple[dict[str, list], list]:
+    """EXPLAIN's legs by source name (one leg per source here), and its engine step."""
+    steps = fquery("EXPLAIN " + sql)["data"]
+    return {step[1]: step for step in steps[:-1]}, steps[-1]
+
+
 def _plain(value):
     if isinstance(value, date):
         return value.isoformat()
@@ -105,17 +111,16 @@ Q3 = ("SELECT o.id, o.placed, sum(l.price) AS total FROM {mt_buyers} b, {mt_orde
 def test_one_sources_tables_are_one_leg_cut_by_a_values_list_of_keys(fed_app, fquery,
                                                                       shop):
     split, one = _split_and_one(Q3)
-    steps = fquery("EXPLAIN " + split)["data"]
-    legs = {step[1]: step for step in steps[:-1]}
-    assert sorted(legs) == ["maria", "pg"], steps
+    legs, engine = _explained(fquery, split)
+    assert sorted(legs) == ["maria", "pg"], legs
     # orders and lines: one leg that PostgreSQL joins, cut by the segment's buyers.
-    assert 'FROM mt_orders AS "o" CROSS JOIN mt_lines AS "l"' in legs["pg"][2], steps
+    assert 'FROM mt_orders AS "o" CROSS JOIN mt_lines AS "l"' in legs["pg"][2], legs
     assert legs["pg"][0].endswith('filtered by keys of leg_0 at run time: "o"."buyer_id" '
-                                  "IN (the values of id)"), steps
+                                  "IN (the values of id)"), legs
     # The two tables' integer key equality holds in every row PostgreSQL sends: the engine
     # does not check it again, and the leg sends no column for it.
     assert "l.order_id = o.id" in legs["pg"][2] and '"l"."order_id" AS' not in legs["pg"][2]
-    assert "order_id" not in steps[-1][2], steps
+    assert "order_id" not in engine[2], engine
     rows, filters = _run(fed_app, split)
     _same(fquery, rows, one)
     # 200 keys: a VALUES list, which PostgreSQL joins as a table of 200 rows.
@@ -151,10 +156,9 @@ def test_keys_that_cover_a_joined_column_cover_the_columns_it_equals(fed_app, fq
     # MariaDB leg, where buyers.nation_id = nations.id, would keep every row cut by them on
     # either column. mt_buyers.nation_id has no index: MariaDB cannot count its values.
     split, one = _split_and_one(Q5)
-    steps = fquery("EXPLAIN " + split)["data"]
-    maria = next(step for step in steps if step[1] == "maria")
-    assert "CROSS JOIN mt_nations" in maria[2], steps
-    assert "filtered by keys" not in maria[0], steps
+    legs, _ = _explained(fquery, split)
+    assert "CROSS JOIN mt_nations" in legs["maria"][2], legs
+    assert "filtered by keys" not in legs["maria"][0], legs
     rows, filters = _run(fed_app, split)
     assert len(rows) == 5
     _same(fquery, rows, one)
