@@ -68,7 +68,7 @@ USELESS = 0.8
 # Sources whose statistics count a column's values (``sql/estimate.distinct_values``).
 _COUNTED = ("postgresql", "mysql", "sqlite")
 # From this many keys on, a PostgreSQL leg gets them as a VALUES list (``_as_rows``).
-ROWS_FROM = 100
+ROWS_FROM = 300
 _ROW_KINDS = ("int", "decimal", "date", "timestamp")
 
 
@@ -395,14 +395,16 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
 
 def _as_rows(leg: Leg, kind: str, values: list) -> bool:
     """Whether the keys go to the leg as a list of rows, ``IN (VALUES (v1), (v2), …)``,
-    rather than ``IN (v1, v2, …)``: many keys of a kind that compares the same both ways,
-    for PostgreSQL. Its planner takes a list of constants for a filter of the table
-    (TPC-H Q3: the orders of 3 000 customers, joined with lineitem in the same leg, read
-    with a hash join over all of lineitem) but a VALUES list for a table it joins, whose
-    rows it counts, as when the keys' table is in the same database: it then reads the
-    few orders first and their line items by the index (0.76 s → 0.47 s at SF 0.1).
-    Text keys stay constants: a VALUES list would be of type text, compared with a
-    ``char(n)`` column otherwise than the constants are."""
+    rather than ``IN (v1, v2, …)``: for PostgreSQL, from ROWS_FROM keys of a kind that
+    compares the same both ways. PostgreSQL plans a semi-join with a VALUES list as a join
+    with a table of that many rows, where a list of constants is a filter on the table
+    (docs/decisions.md has the measures). In TPC-H Q3 and Q5 the orders of 3 000 customers,
+    joined with lineitem in the same leg, were read with a hash join over all of lineitem
+    by one process; with the VALUES list, Q5's leg looks each order's lines up by key, as
+    the single database does, and Q3's runs its hash join in parallel (the legs at SF 0.1:
+    0.45 → 0.36 s and 0.76 → 0.47 s). Below about 300 keys the constants do better: the
+    table's own index on the column finds their rows. Text keys stay constants: a VALUES
+    list is of type text, compared with a ``char(n)`` column otherwise than they are."""
     return leg.source.dialect == "postgresql" and kind in _ROW_KINDS and \
         len(values) >= ROWS_FROM
 

@@ -19,14 +19,15 @@ import pytest
 from .conftest import ONE_DB, SPLIT_DB, _mysql, _pg
 from .test_dynamic_filter import _run
 
-# mt_buyers: 600 buyers, a third of them in segment 'A' (200 ids: a VALUES list); each
+# mt_buyers: 1 200 buyers, a third of them in segment 'A' (400 ids: a VALUES list); each
 # has two orders (mt_orders), each order three lines (mt_lines), on 300 different days.
-BUYERS = [(i, "A" if i % 3 == 0 else "B", i % 10) for i in range(1, 601)]
-ORDERS = [(i, 1 + i % 600, f"2024-{1 + i % 12:02d}-{1 + i % 25:02d}") for i in range(1, 1201)]
-LINES = [(o, n, f"{(o * 7 + n) % 100}.{n * 25:02d}") for o in range(1, 1201)
+BUYERS = [(i, "A" if i % 3 == 0 else "B", i % 10) for i in range(1, 1201)]
+ORDERS = [(i, 1 + i % 1200, f"2024-{1 + i % 12:02d}-{1 + i % 25:02d}")
+          for i in range(1, 2401)]
+LINES = [(o, n, f"{(o * 7 + n) % 100}.{n * 25:02d}") for o in range(1, 2401)
          for n in range(1, 4)]
-# mt_days: 150 of the order days, in MariaDB (a date key list).
-DAYS = sorted({day for _, _, day in ORDERS})[:150]
+# mt_days: the 300 order days, in MariaDB (a date key list), the last one twice.
+DAYS = sorted({day for _, _, day in ORDERS}) + [max(day for _, _, day in ORDERS)]
 # mt_nations: 10 nations in 2 regions; mt_places (SQLite): 40 places over all 10 nations.
 NATIONS = [(n, f"nation {n}", "EAST" if n < 5 else "WEST") for n in range(10)]
 PLACES = [(p, p % 10) for p in range(40)]
@@ -123,8 +124,8 @@ def test_one_sources_tables_are_one_leg_cut_by_a_values_list_of_keys(fed_app, fq
     assert "order_id" not in engine[2], engine
     rows, filters = _run(fed_app, split)
     _same(fquery, rows, one)
-    # 200 keys: a VALUES list, which PostgreSQL joins as a table of 200 rows.
-    assert filters == [[], ['"o"."buyer_id" IN (VALUES …) 200 keys of leg_0']], filters
+    # 400 keys: a VALUES list, which PostgreSQL joins as a table of 400 rows.
+    assert filters == [[], ['"o"."buyer_id" IN (VALUES …) 400 keys of leg_0']], filters
 
 
 def test_date_keys_go_as_a_values_list_too(fed_app, fquery, shop):
@@ -133,14 +134,14 @@ def test_date_keys_go_as_a_values_list_too(fed_app, fquery, shop):
         "JOIN {mt_lines} l ON l.order_id = o.id WHERE o.id % 7 = 0 ORDER BY o.id, l.n")
     rows, filters = _run(fed_app, split)
     _same(fquery, rows, one)
-    assert filters == [[], ['"o"."placed" IN (VALUES …) 150 keys of leg_0']], filters
+    assert filters == [[], ['"o"."placed" IN (VALUES …) 300 keys of leg_0']], filters
 
 
-def test_few_keys_stay_a_list_of_constants(fed_app, fquery, shop):
-    split, one = _split_and_one(Q3.replace("b.segment = 'A'", "b.id < 20"))
+def test_fewer_keys_stay_a_list_of_constants(fed_app, fquery, shop):
+    split, one = _split_and_one(Q3.replace("b.segment = 'A'", "b.id < 300"))
     rows, filters = _run(fed_app, split)
     _same(fquery, rows, one)
-    assert filters == [[], ['"o"."buyer_id" IN 19 keys of leg_0']], filters
+    assert filters == [[], ['"o"."buyer_id" IN 299 keys of leg_0']], filters
 
 
 # TPC-H Q5 in small: the places (SQLite, every nation) and the buyers of one region
