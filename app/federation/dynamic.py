@@ -65,12 +65,6 @@ from .plan import Held, Leg, Link, component, leg_sql, source_column
 SMALLER = 10
 # Filters that keep this share of a leg's rows or more are not worth waiting for.
 USELESS = 0.8
-# A SQLite leg is a file this process reads itself: no network, no remote scan, and an IN
-# list of thousands of keys costs SQLite about what the rows it leaves out would. It waits
-# only for a leg of at most this many rows or keys, or a tenth of its own rows. (TPC-H
-# Q14: part, 20 000 rows, cut to lineitem's 7 600 keys of a month after that leg, took
-# 0.09-0.17 s; read whole beside it, 0.13 s.)
-LOCAL_KEYS = 1000
 # Sources whose statistics count a column's values (``sql/estimate.distinct_values``).
 _COUNTED = ("postgresql", "mysql", "sqlite")
 # From this many keys on, a PostgreSQL leg gets them as a VALUES list (``_as_rows``).
@@ -82,8 +76,7 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
     """Per target leg (its name), the links whose source leg it waits for: a source known
     to be smaller than the target whose keys fit an IN list
     (at most ``max_keys`` rows, or distinct keys when they were counted) or that has a
-    tenth of the target's rows or less (waiting for it costs little beside the target);
-    for a SQLite target, at most LOCAL_KEYS rows or keys, or a tenth of its rows.
+    tenth of the target's rows or less (waiting for it costs little beside the target).
     Sizes order the legs strictly (ties by leg number), so no two legs wait for each
     other. A table the engine holds before the legs run (``Held``: a knowledge base's
     hits) gives its keys to every leg it is linked to."""
@@ -103,9 +96,6 @@ def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Lin
         keys = sizes.get(_keys_shape(link))
         if small > max_keys and (keys is None or keys > max_keys) and small * SMALLER > large:
             continue
-        if link.target.source.dialect == "sqlite" and \
-                min(small, keys or small) > LOCAL_KEYS and small * SMALLER > large:
-            continue  # cut little, for a file this process reads itself: read it at once
         chosen.setdefault(link.target.name, []).append(link)
     return chosen
 

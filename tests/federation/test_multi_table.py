@@ -31,8 +31,6 @@ DAYS = sorted({day for _, _, day in ORDERS}) + [max(day for _, _, day in ORDERS)
 # mt_nations: 10 nations in 2 regions; mt_places (SQLite): 40 places over all 10 nations.
 NATIONS = [(n, f"nation {n}", "EAST" if n < 5 else "WEST") for n in range(10)]
 PLACES = [(p, p % 10) for p in range(40)]
-# mt_parts (SQLite): 3 000 parts, whose ids are the orders' ids and more.
-PARTS = [(i, f"kind {i % 7}") for i in range(1, 3001)]
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +47,6 @@ def shop(fed_sources):
                        NATIONS),
         "mt_days": ("day date", [(day,) for day in DAYS]),
         "mt_places": ("id integer, nation_id integer", PLACES),
-        "mt_parts": ("id integer, kind varchar(10)", PARTS),
     }
 
     def load(cur, table: str, mark: str) -> None:
@@ -71,18 +68,15 @@ def shop(fed_sources):
     path = fed_sources["lite"].removeprefix("sqlite:///")
     with contextlib.closing(sqlite3.connect(path)) as lite:
         load(lite, "mt_places", "?")
-        load(lite, "mt_parts", "?")
         lite.commit()
     yield
     with contextlib.closing(sqlite3.connect(path)) as lite:
         lite.execute("DROP TABLE mt_places")
-        lite.execute("DROP TABLE mt_parts")
 
 
 def _split_and_one(template: str) -> tuple[str, str]:
     places = {"mt_orders": "pg", "mt_lines": "pg", "mt_buyers": "maria",
-              "mt_nations": "maria", "mt_days": "maria", "mt_places": "lite",
-              "mt_parts": "lite"}
+              "mt_nations": "maria", "mt_days": "maria", "mt_places": "lite"}
     return (template.format(**{t: f"{s}.{t}" for t, s in places.items()}),
             template.format(**{t: f"one.{t}" for t in places}))
 
@@ -170,25 +164,3 @@ def test_keys_that_cover_a_joined_column_cover_the_columns_it_equals(fed_app, fq
     assert len(rows) == 5
     _same(fquery, rows, one)
     assert filters == [[], []], filters
-
-
-def test_a_sqlite_leg_is_read_at_once_beside_many_keys_that_would_cut_little(
-        fed_app, fquery, shop):
-    # The orders of the first half of the year: about 1 200 ids, more than a thousand keys
-    # and more than a tenth of the 3 000 parts. SQLite reads its file in this process:
-    # an IN list of that many keys would cost it about what it leaves out.
-    split, one = _split_and_one(
-        "SELECT p.kind, count(*) AS n FROM {mt_orders} o JOIN {mt_parts} p ON p.id = o.id "
-        "WHERE o.placed < DATE '2024-07-01' GROUP BY p.kind ORDER BY p.kind")
-    legs, _ = _explained(fquery, split)
-    assert "filtered by keys" not in legs["lite"][0], legs
-    rows, filters = _run(fed_app, split)
-    _same(fquery, rows, one)
-    assert filters == [[], []], filters
-    # A few keys still cut it: the orders of three buyers.
-    split, one = _split_and_one(
-        "SELECT p.kind, o.id FROM {mt_orders} o JOIN {mt_parts} p ON p.id = o.id "
-        "WHERE o.buyer_id IN (3, 6, 9) ORDER BY o.id")
-    rows, filters = _run(fed_app, split)
-    _same(fquery, rows, one)
-    assert filters == [[], ['"p"."id" IN 6 keys of leg_0']], filters
