@@ -23,7 +23,9 @@ Then, with one gunicorn worker (so its memory is the statements'), it prints:
 ``--first`` measures instead what a fresh server (gunicorn's default workers, so a request
 may land on a worker that never ran the statement) does with statements it never saw: per
 query, the single database's median (after one warming run), the split statement's
-**first** run, then ``--repeat`` interleaved runs of both and their medians.
+**first** run, then ``--repeat`` interleaved runs of both and their medians. With
+``--baseline DIR`` (another checkout), a fresh server of it runs beside this one's: each
+first run and each round on both, interleaved.
 
 ``--big-join N`` measures instead a join of two legs of N rows each (two PostgreSQL
 databases, a view over generate_series in each) under ``--memory``: the worker's RSS growth
@@ -282,24 +284,40 @@ def queries(url: str, off_url: str, repeat: int) -> None:
         print(f"  {name}: " + ("; ".join(shown) if shown else "none"))
 
 
-def first_runs(url: str, repeat: int) -> None:
-    """Split statements never run before on this server, against the single database."""
-    print(f"{'query':<6}{'single s':>10}{'first split s':>15}{'first/single':>14}"
-          f"{'split s':>10}{'split/single':>14}  same answer")
-    for name in QUERIES:
+def first_runs(urls: list[str], repeat: int) -> None:
+    """Split statements never run before on these servers (fresh ones: this checkout's and
+    the baselines'), against the single database: per query, the single database once to
+    warm it, the split statement's first run on each server, then ``repeat`` rounds of
+    the single statement and the split one on each server, interleaved."""
+    names = ["this"] + [f"base{i}" if len(urls) > 2 else "base" for i in range(1, len(urls))]
+    print(f"{'query':<6}{'single s':>10}" + "".join(
+        f"{name + ' first s':>15}{'first/single':>14}{name + ' split s':>15}"
+        f"{'split/single':>14}" for name in names) + "  same answer")
+    for turn, name in enumerate(QUERIES):
         single_sql, split_sql = statement(name, False), statement(name, True)
-        timed(url, single_sql)  # the single database's pools and caches: warm
-        first, fed = timed(url, split_sql)
-        singles, splits = [], []
-        for _ in range(repeat):
-            t1, one = timed(url, single_sql)
-            t2, fed = timed(url, split_sql)
+        timed(urls[0], single_sql)  # the single database's pools and caches: warm
+        # The servers take turns at going first (the first one warms the sources' caches).
+        order = list(range(len(urls)))[turn % len(urls):] + \
+            list(range(len(urls)))[:turn % len(urls)]
+        firsts, answers = [0.0] * len(urls), []
+        for i in order:
+            firsts[i], fed = timed(urls[i], split_sql)
+            answers.append(fed)
+        singles, splits = [], [[] for _ in urls]
+        for round_ in range(repeat):
+            t1, one = timed(urls[0], single_sql)
             singles.append(t1)
-            splits.append(t2)
-        single, split = statistics.median(singles), statistics.median(splits)
-        print(f"{name:<6}{single:>10.3f}{first:>15.3f}{first / single:>14.2f}"
-              f"{split:>10.3f}{split / single:>14.2f}  {same(one['data'], fed['data'])}",
-              flush=True)
+            for i in order[round_ % len(urls):] + order[:round_ % len(urls)]:
+                t2, fed = timed(urls[i], split_sql)
+                splits[i].append(t2)
+                answers.append(fed)
+        single = statistics.median(singles)
+        shown = "".join(
+            f"{first:>15.3f}{first / single:>14.2f}{statistics.median(times):>15.3f}"
+            f"{statistics.median(times) / single:>14.2f}"
+            for first, times in zip(firsts, splits, strict=True))
+        agree = all(same(one["data"], fed["data"]) for fed in answers)
+        print(f"{name:<6}{single:>10.3f}{shown}  {agree}", flush=True)
 
 
 def selective_leg(url: str) -> None:
@@ -445,9 +463,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--first", action="store_true",
                         help="first runs on a fresh server of the default workers")
-    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT", action="append",
+                        default=[],
                         help="with --first: the same on a fresh server of another checkout "
-                             "of Quarry (e.g. a worktree of main), after this one's")
+                             "of Quarry (e.g. a worktree of main), run beside this one's, "
+                             "interleaved (may be given more than once)")
     parser.add_argument("--big-join", type=int, default=0, metavar="ROWS",
                         help="instead of TPC-H: join two legs of ROWS rows each")
     parser.add_argument("--memory", type=int, default=MEMORY,
@@ -465,10 +485,17 @@ def main() -> None:
             env = tpch_env(args.scale, folder, timeout_s=600)
             if args.first:
                 fresh = {k: v for k, v in env.items() if k != "QUARRY_WORKERS"}
-                for root in [ROOT] + ([args.baseline] if args.baseline else []):
-                    with serving(fresh, folder, name="gunicorn-fresh", root=root) as server:
-                        print(f"{root}: fresh server, {len(server.worker_pids())} workers")
-                        first_runs(server.url, args.repeat)
+                with contextlib.ExitStack() as stack:
+                    urls = []
+                    for i, root in enumerate([ROOT] + list(args.baseline)):
+                        server = stack.enter_context(
+                            serving(fresh, folder, name=f"gunicorn-fresh-{i}", root=root))
+                        print(f"{'this' if i == 0 else 'base'}: {root}, fresh server, "
+                              f"{len(server.worker_pids())} workers")
+                        urls.append(server.url)
+                    print(f"load average before: {os.getloadavg()}", flush=True)
+                    first_runs(urls, args.repeat)
+                    print(f"load average after: {os.getloadavg()}")
                 return
             off_env = {**env, "QUARRY_FEDERATION_DYNAMIC_KEYS": "0"}
             with serving(env, folder) as server, \

@@ -58,7 +58,7 @@ from ..sql.gate import gate
 from ..sql.sources import DataSource, SourceRegistry
 from . import files
 from .engine import Estimates, Session, Sizes
-from .plan import Held, Leg, Link, leg_sql, source_column
+from .plan import Held, Leg, Link, component, leg_sql, source_column
 
 # A leg with more rows than FEDERATION_DYNAMIC_KEYS still gives its keys (as a range) to a
 # leg this many times its size.
@@ -67,6 +67,9 @@ SMALLER = 10
 USELESS = 0.8
 # Sources whose statistics count a column's values (``sql/estimate.distinct_values``).
 _COUNTED = ("postgresql", "mysql", "sqlite")
+# From this many keys on, a PostgreSQL leg gets them as a VALUES list (``_as_rows``).
+ROWS_FROM = 300
+_ROW_KINDS = ("int", "decimal", "date", "timestamp")
 
 
 def choose(links: list[Link], sizes: Sizes, max_keys: int) -> dict[str, list[Link]]:
@@ -167,6 +170,33 @@ def estimate(legs: list[Leg], links: list[Link], registry: SourceRegistry, sizes
         values = counted.get(_distinct_key(link.target.source,
                                            *_table_column(link.target, link.target_column)))
         link.covered = keys is not None and values is not None and keys >= values * USELESS
+    for link in links:  # after every link's own count: a covered one covers its equals
+        link.covered = link.covered or any(
+            other.covered and other.source is link.source
+            and other.source_column == link.source_column and other.target is link.target
+            and _equal_in_leg(link.target, link.target_column, other.target_column)
+            for other in links)
+
+
+def _equal_in_leg(leg: Leg, first: str, second: str) -> bool:
+    """Whether the leg's own join makes its columns ``first`` and ``second`` equal in every
+    row it sends (``customer.c_nationkey = nation.n_nationkey`` in one MariaDB leg of TPC-H
+    Q5): keys that keep about every row by one keep about every row by the other. MariaDB
+    counts 50 values in c_nationkey's index, 25 in n_nationkey's key; the 25 nations of
+    the suppliers cut neither."""
+    if not leg.joined:
+        return False
+    pairs = [{(c.table or "").lower() + "." + c.name.lower()
+              for c in (condition.this, condition.expression)}
+             for condition in leg.filters if isinstance(condition, exp.EQ)
+             and isinstance(condition.this, exp.Column)
+             and isinstance(condition.expression, exp.Column)]
+    return _origin_key(leg, second) in component(_origin_key(leg, first), pairs)
+
+
+def _origin_key(leg: Leg, name: str) -> str:
+    column = source_column(leg, name)
+    return f"{column.table.lower()}.{column.name.lower()}"
 
 
 def whole(leg: Leg) -> bool:
@@ -345,9 +375,11 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
             if kind == "text" and any("\x00" in v for v in values):
                 continue  # no database text holds NUL; the filter is left out
             sentinel = f"quarrykeys{secrets.token_hex(8)}"
-            lists[sentinel] = _literals(values, kind, glot)
+            rows = _as_rows(leg, kind, values)
+            lists[sentinel] = _literals(values, kind, glot, rows=rows)
             conditions.append(exp.In(this=column, expressions=[exp.var(sentinel)]))
-            leg.dynamic.append(f"{column.sql(dialect=glot)} IN {len(values)} keys of {label}")
+            leg.dynamic.append(f"{column.sql(dialect=glot)} IN {'(VALUES …) ' if rows else ''}"
+                               f"{len(values)} keys of {label}")
         elif kind != "text" and low is not None:  # collations order text apart
             condition = exp.Between(this=column, low=_literal(low, kind),
                                     high=_literal(high, kind))
@@ -361,14 +393,35 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
     return sql
 
 
-def _literals(values: list, kind: str, glot: str) -> str:
-    """``v1, v2, …`` in the dialect: integers as Python writes them (digits and a sign, the
-    same in every dialect: 3 000 keys in 0.3 ms where sqlglot takes 8-17 ms), any other
-    value a literal written by sqlglot (quoted and escaped as the dialect needs)."""
+def _as_rows(leg: Leg, kind: str, values: list) -> bool:
+    """Whether the keys go to the leg as a list of rows, ``IN (VALUES (v1), (v2), …)``,
+    rather than ``IN (v1, v2, …)``: for PostgreSQL, from ROWS_FROM keys of a kind that
+    compares the same both ways. PostgreSQL plans a semi-join with a VALUES list as a join
+    with a table of that many rows, where a list of constants is a filter on the table
+    (docs/decisions.md has the measures). In TPC-H Q3 and Q5 the orders of 3 000 customers,
+    joined with lineitem in the same leg, were read with a hash join over all of lineitem
+    by one process; with the VALUES list, Q5's leg looks each order's lines up by key, as
+    the single database does, and Q3's runs its hash join in parallel (the legs at SF 0.1:
+    0.45 → 0.36 s and 0.76 → 0.47 s). Below about 300 keys the constants do better: the
+    table's own index on the column finds their rows. Text keys stay constants: a VALUES
+    list is of type text, compared with a ``char(n)`` column otherwise than they are."""
+    return leg.source.dialect == "postgresql" and kind in _ROW_KINDS and \
+        len(values) >= ROWS_FROM
+
+
+def _literals(values: list, kind: str, glot: str, *, rows: bool = False) -> str:
+    """``v1, v2, …`` in the dialect (``VALUES (v1), (v2), …`` with ``rows``): integers as
+    Python writes them (digits and a sign, the same in every dialect: 3 000 keys in 0.3 ms
+    where sqlglot takes 8-17 ms), any other value a literal written by sqlglot (quoted and
+    escaped as the dialect needs)."""
     if kind == "int":
-        return ", ".join([str(int(value)) for value in values])
-    generator = Dialect.get_or_raise(glot).generator()
-    return ", ".join([generator.sql(_literal(value, kind)) for value in values])
+        written = [str(int(value)) for value in values]
+    else:
+        generator = Dialect.get_or_raise(glot).generator()
+        written = [generator.sql(_literal(value, kind)) for value in values]
+    if rows:
+        return "VALUES " + ", ".join([f"({value})" for value in written])
+    return ", ".join(written)
 
 
 def _literal(value: object, kind: str) -> exp.Expression:

@@ -590,17 +590,24 @@ def _connected(names: set[str], conditions: list[exp.Expression]) -> set[str]:
     links = [_aliases(c) for c in conditions if len(_aliases(c)) > 1]
     best: set[str] = set()
     for first in sorted(names):
-        component = {first}
-        grown = True
-        while grown:
-            grown = False
-            for link in links:
-                if link & component and not link <= component:
-                    component |= link
-                    grown = True
-        if len(component) > len(best):
-            best = component
+        found = component(first, links)
+        if len(found) > len(best):
+            best = found
     return best
+
+
+def component(first: str, links: list[set[str]]) -> set[str]:
+    """``first`` and every name that ``links`` (sets of names linked together) reach from
+    it, link after link."""
+    found = {first}
+    grown = True
+    while grown:
+        grown = False
+        for link in links:
+            if link & found and not link <= found:
+                found |= link
+                grown = True
+    return found
 
 
 def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],
@@ -614,8 +621,12 @@ def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],
     names = {leg.name for leg in members}
     kinds = {leg.alias.lower(): leg.kinds for leg in members}
     # Inner joins only: every ON condition may as well be a WHERE condition, and the
-    # engine keeps them all (the source's answer is only ever a superset of the rows).
-    conditions = _select_conditions(select)
+    # engine keeps them (the source's answer is only ever a superset of the rows), but
+    # for an equality of two integer columns of the leg's tables: exact in the source,
+    # it holds in every row the leg sends, and the leg need not send the two columns
+    # for it (TPC-H Q5: n_regionkey = r_regionkey, two of the MariaDB leg's 7 columns).
+    conditions = [c for c in _select_conditions(select)
+                  if not _exact_in_source(c, kinds, first.source)]
     items = [select.args["from_"].this] + [join.this for join in select.args["joins"]]
     kept: list[exp.Expression] = []
     for item in items:
@@ -640,6 +651,21 @@ def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],
         column.set("this", exp.to_identifier(name))
         column.set("table", exp.to_identifier(merged.name))
     return [leg for leg in legs if leg.name not in names] + [merged]
+
+
+# Sources whose integer columns compare exactly, as the engine compares them.
+_EXACT_INTEGERS = ("postgresql", "mysql")
+
+
+def _exact_in_source(condition: exp.Expression, kinds: dict[str, dict[str, str | None]],
+                     source: DataSource) -> bool:
+    """Whether ``condition`` is ``a.x = b.y`` of two integer columns of the tables in
+    ``kinds`` (by alias) that ``source`` compares as the engine does."""
+    if source.dialect not in _EXACT_INTEGERS or not isinstance(condition, exp.EQ):
+        return False
+    return all(isinstance(side, exp.Column)
+               and kinds.get((side.table or "").lower(), {}).get(side.name.lower()) == "int"
+               for side in (condition.this, condition.expression))
 
 
 def _literal_int(node: exp.Expression | None) -> int | None:
