@@ -111,6 +111,11 @@ def when_ready(server):
     # (QUARRY_PRELOAD_ML=false leaves them to the first prediction of each worker; so does
     # a store without active models).
     app = server.app.wsgi()
+    # The statement log's writes, compiled once here rather than by each worker's first
+    # statement.
+    from app.services.audit import EXTENSION_KEY as AUDIT_KEY
+
+    app.extensions[AUDIT_KEY].warm()
     if _settings["FEDERATION_PRELOAD"]:
         from app.services.startup import preload_engine
 

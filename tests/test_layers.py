@@ -52,6 +52,9 @@ LAZY_IMPORTS = {
     ("app.sql.formats", "app.sql.native"): "writes batches only a native stream made",
     ("app.federation.legs", "app.sql.native"): "casts batches only a native stream made",
     ("app.sql.execute", "app.sql.native"): "opens an ADBC session only where engine is preloaded",
+    # connectorx (a large library) loads with the first Arrow stream from MariaDB/MySQL.
+    ("app.sql.stream", "app.sql.native_mysql"): "loads connectorx on the first native stream",
+    ("app.sql.execute", "app.sql.native_mysql"): "reads through connectorx at a worker's start",
     # Celery loads only with a broker configured (else in a Celery worker, via wsgi.celery).
     ("app", "app.tasks"): "loads Celery only when a broker is configured",
 }

@@ -216,10 +216,14 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
             or [None] * len(stream.columns)
         names = [c.lower() for c in stream.columns]
         for batch in stream.batches():
-            if stream.native == "arrow":  # read by ADBC, every type declared
-                batch = _conform(batch, names, kinds)
+            if stream.native == "arrow" and stream.dialect == "postgresql":
+                batch = _conform(batch, names, kinds)  # read by ADBC, every type declared
+            elif stream.native == "arrow":  # read by connectorx, typed as the row path
+                batch = batch.rename_columns(names)
             else:
                 batch = record_batch(batch, names, kinds)
+            if not batch.num_rows:
+                continue  # a native reader's last batch may be empty: nothing to append
             session.append(leg.name, batch)
             rows += batch.num_rows
             leg.rows = rows

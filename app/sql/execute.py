@@ -129,13 +129,18 @@ def checkout(source: DataSource) -> Any:
 def open_connections(source: DataSource, *, arrow: bool) -> None:
     """Open a pooled connection of ``source`` and leave it idle in the pool; with ``arrow``,
     also an ADBC session to a PostgreSQL source's server (``native.py``), which its Arrow
-    streams (a federated statement's legs) take."""
+    streams (a federated statement's legs) take, or a first read through connectorx from a
+    MariaDB/MySQL one (``native_mysql.py``)."""
     conn = checkout(source)
     try:
         if arrow and source.dialect == "postgresql":
             from . import native  # ADBC loads with its first use (native.py says why)
 
             native.open_session(conn.driver_connection)
+        elif arrow and source.dialect == "mysql":
+            from . import native_mysql  # as ADBC: loaded with its first use
+
+            native_mysql.warm(conn.driver_connection)
     finally:
         conn.close()
 

@@ -465,10 +465,15 @@ def arrow_stream(stream: TableStream, metadata: dict[str, str]) -> Iterator[byte
 
 def _native_arrow(stream: TableStream, first: Any, batches: Iterator[Any],
                   metadata: dict[str, str], sink: io.BytesIO) -> Iterator[bytes]:
-    """Every column's type is declared (``pgtypes.arrow_eligible``)."""
-    from .native import conform  # loaded already: these batches came from native.py
+    """Every column's type is declared (``pgtypes.arrow_eligible``), but MariaDB's text,
+    which ``native_mysql.py`` typed already as the row path does."""
+    if stream.dialect == "postgresql":
+        from .native import conform  # loaded already: these batches came from native.py
+    else:
+        def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+            return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
-    schema = pa.schema([pa.field(n, declared_type(stream.dialect, spec))
+    schema = pa.schema([pa.field(n, declared_type(stream.dialect, spec) or pa.string())
                         for n, spec in zip(stream.columns, stream.types, strict=True)],
                        metadata=metadata)
     with pa.ipc.new_stream(sink, schema) as writer:

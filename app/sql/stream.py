@@ -30,7 +30,7 @@ from .execute import (
     reset_mysql_session,
 )
 from .roles import check_on_use
-from .running import Statement, cursor_name, marked
+from .running import Statement, cancel_marked, cursor_name, marked
 from .sources import DataSource
 
 FIRST_BATCH_ROWS = 1000       # small: the first bytes leave quickly
@@ -179,9 +179,14 @@ def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
         statement.attach(source, conn)
         if source.dialect == "postgresql":
             cursor = _open_postgresql(conn, sql, bound, timeout_s, statement, max_rows)
+        elif source.dialect == "sqlite":
+            cursor = _open_sqlite(conn, sql, bound, timeout_s)
         else:
-            opener = _open_sqlite if source.dialect == "sqlite" else _open_mysql
-            cursor = opener(conn, sql, bound, timeout_s)
+            cursor = None
+            if statement.response_format == "arrow" and not bound:
+                cursor = _open_mysql_arrow(source, conn, sql, timeout_s, statement)
+            if cursor is None:
+                cursor = _open_mysql(conn, sql, bound, timeout_s)
         stream = TableStream(source, conn, cursor, statement, timeout_s, max_rows)
         # A cancel that came while the stream was being opened (an ADBC session connects
         # first and starts its statement with the first fetch) found nothing to stop yet.
@@ -263,7 +268,8 @@ def _open_postgresql_arrow(conn: Any, sql: str, columns: list[str], types: list[
     """Arrow record batches read by ADBC in a READ ONLY session of its own."""
     from . import native  # ADBC loads with the first native stream (native.py says why)
 
-    reader = native.ArrowReader(conn.driver_connection, sql, cursor_name(conn, 0), timeout_s)
+    reader = native.ArrowReader(conn.driver_connection, sql, cursor_name(conn, 0), timeout_s,
+                                types)
     # A cancel (and the cancel of another process) now goes to the ADBC session.
     statement.reattach(reader.backend_id, reader.cancel)
     return Cursor(columns, reader.fetch, reader.close, types,
@@ -298,6 +304,52 @@ def _open_postgresql_csv(conn: Any, sql: str, params: dict | None, columns: list
 
 class _Abandoned(Exception):
     """A COPY left before its end (the client went away, an error, the row limit)."""
+
+
+def _open_mysql_arrow(source: DataSource, conn: Any, sql: str, timeout_s: float,
+                      statement: Statement) -> Cursor | None:
+    """Arrow record batches read by connectorx (``native_mysql.py``) when every column of
+    the result is of a type it reads exactly; None otherwise (the row path reads it).
+
+    The result's columns are asked first, on the pooled connection, in its READ ONLY
+    transaction (the statement in a derived table, LIMIT 0: nothing is read); a statement
+    that cannot stand there (two columns of one name) is left to the row path."""
+    import pymysql
+
+    my = conn.driver_connection
+    cursor = my.cursor()
+    try:
+        begin_mysql(conn, cursor, timeout_s)
+        cursor.execute(marked(conn, f"SELECT * FROM (\n{sql}\n) AS quarry_columns LIMIT 0"))
+        description = cursor.description or ()
+        fields = list(getattr(getattr(cursor, "_result", None), "fields", None) or ())
+    except pymysql.err.Error:
+        return None  # the row path runs it, and says what fails
+    finally:
+        cursor.close()
+        _quietly(my.rollback)
+    from . import native_mysql  # connectorx loads with its first stream (it says why)
+
+    types = [(d[1], d[4], d[5]) for d in description]
+    kinds = native_mysql.eligible(my, types, fields)
+    if kinds is None:
+        return None
+    marker = f"quarry_{statement.id}"
+    reader = native_mysql.ArrowReader(my, marked(conn, sql), [d[0] for d in description],
+                                      kinds, timeout_s,
+                                      "mariadb" in my.get_server_info().lower())
+    # A cancel finds the statement by its query id in the source's process list.
+    statement.reattach("", lambda: cancel_marked(source, marker))
+
+    def close(complete: bool) -> None:
+        try:
+            if not complete:  # rows still coming: stop the statement, not read them all
+                _quietly(cancel_marked, source, marker)
+            reader.close()
+        finally:
+            reset_mysql_session(conn)
+
+    return Cursor([d[0] for d in description], reader.fetch, close, types, native="arrow")
 
 
 def _open_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float) -> Cursor:

@@ -219,6 +219,21 @@ def test_arrow_keeps_the_column_types_of_mariadb_and_sqlite(post):
     assert lite.column("raw").to_pylist()[0] == b"\x00\xff\x10"
 
 
+def test_a_mariadb_arrow_answer_has_the_same_values_whichever_reader_reads_it(post):
+    # Every column of the first is of a type connectorx reads (sql/native_mysql.py); the
+    # second adds one of 12 decimal places (it would round them to 10) and a TIME, which
+    # send the whole statement down PyMySQL's row path.
+    native = _arrow(post(TYPED["maria"], "arrow", "maria"))
+    rows = _arrow(post("SELECT id, name, price, f, d, ts, big, t FROM items ORDER BY id",
+                       "arrow", "maria"))
+    same = rows.select(native.column_names)
+    assert [f.type for f in native.schema] == [f.type for f in same.schema]
+    assert native.to_pylist() == same.to_pylist()
+    assert native.column("name").to_pylist() == ["apple", "pear", "fig"]
+    assert rows.column("big").to_pylist()[:2] == [
+        Decimal("12345678901234567890.123456789012"), None]
+
+
 def test_arrow_of_an_empty_result_is_a_schema_and_no_rows(post):
     table = _arrow(post("SELECT n, label FROM big WHERE n < 0", "arrow", "pg"))
     assert table.num_rows == 0 and table.column_names == ["n", "label"]
