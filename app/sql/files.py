@@ -50,6 +50,13 @@ _SHEET_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sheet.
 # What is read of a file to tell its delimiter and encoding, and what an upload holds back
 # before its format is known (``StreamedUpload``).
 _HEAD_BYTES = 1 << 20
+# DuckDB's CSV reader holds two buffers of 16 times the longest line it accepts (2 MB by
+# default): 64 MiB, most of what a worker grew by during an upload. Buffers of 4 MiB convert
+# as fast (measured on the 74 MiB CSV of bench/files.py: peak growth of the converter 91 MiB
+# → 35 MiB, same time). Given a buffer size alone, DuckDB would raise the longest line it
+# accepts to it: the default is kept, so a file is refused or read exactly as before.
+_CSV_BUFFER_BYTES = 4 << 20
+_CSV_MAX_LINE_BYTES = 2_000_000
 # pyarrow (and pandas with it) loads with the first upload or file read, not with the app.
 pq = on_first_use("pyarrow.parquet")
 pa = on_first_use("pyarrow")
@@ -532,6 +539,7 @@ def _reader(conn: Any, source: str, kind: str, header: bool | None = None,
     options = (f"delim=E'{delim}', skip=0, strict_mode=true, "
                "null_padding=false") if delim == "\\t" else \
         (f"delim='{delim}', skip=0, strict_mode=true, null_padding=false")
+    options += f", buffer_size={_CSV_BUFFER_BYTES}, max_line_size={_CSV_MAX_LINE_BYTES}"
     if header is not None:  # else DuckDB's sniffer decides whether the first row names
         options += f", header={str(header).lower()}"
     encoding = _encoding(head)
