@@ -50,6 +50,20 @@ _SHEET_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sheet.
 # What is read of a file to tell its delimiter and encoding, and what an upload holds back
 # before its format is known (``StreamedUpload``).
 _HEAD_BYTES = 1 << 20
+# DuckDB's CSV reader holds two buffers of 16 times the longest line it accepts (2 MB by
+# default): 64 MiB, most of what a worker grew by during an upload. Buffers of 4 MiB convert
+# as fast (measured on the 74 MiB CSV of bench/files.py: peak growth of the converter 91 MiB
+# → 35 MiB, same time). Given a buffer size alone, DuckDB would raise the longest line it
+# accepts to it: the default is kept, so a file is refused or read exactly as before.
+_CSV_BUFFER_BYTES = 4 << 20
+_CSV_MAX_LINE_BYTES = 2_000_000
+# The Parquet writer holds a whole row group until it writes it: DuckDB's 122 880 rows are
+# ~9 MiB of a CSV of 77-byte rows, but 120 MiB of one of 1 KiB rows, which overran the
+# converter's memory limit (413). A CSV's row groups hold as many rows as ~8 MiB of its text
+# (told from its first MiB), within DuckDB's bounds: 2 048 (it rounds up to that) to its
+# default (measured on a 293 MiB CSV of 1 KiB rows: stored, the converter's peak 46 MiB).
+_ROW_GROUP_TEXT_BYTES = 8 << 20
+_ROW_GROUP_ROWS = (2048, 122_880)
 # pyarrow (and pandas with it) loads with the first upload or file read, not with the app.
 pq = on_first_use("pyarrow.parquet")
 pa = on_first_use("pyarrow")
@@ -403,7 +417,7 @@ def _copy_to_parquet(source: str, kind: str, part: str, header: bool | None, lim
     try:
         if opened is not None:
             opened(conn)
-        relation = _reader(conn, source, kind, header, head)
+        relation, group_rows = _reader(conn, source, kind, header, head)
         if deadline is not None:
             if time.monotonic() >= deadline:
                 raise _out_of_time(limits)
@@ -411,8 +425,9 @@ def _copy_to_parquet(source: str, kind: str, part: str, header: bool | None, lim
             timer = threading.Timer(deadline - time.monotonic(), conn.interrupt)
             timer.daemon = True
             timer.start()
+        rows_option = f", ROW_GROUP_SIZE {group_rows}" if group_rows else ""
         conn.execute(f"COPY (SELECT * FROM {relation}) TO '{_quoted(part)}' "
-                     "(FORMAT parquet, COMPRESSION zstd)")
+                     f"(FORMAT parquet, COMPRESSION zstd{rows_option})")
     except ConversionTooLarge:
         raise
     except Exception as exc:  # noqa: BLE001 - DuckDB's error types, in its words
@@ -502,9 +517,9 @@ def remove(name_key: str) -> None:
 def _converter() -> Any:
     # DuckDB loads on the first upload (a worker that never converts never pays for it).
     # A connection of its own: the SQL here is Quarry's (reading one upload), never a
-    # caller's. One thread and 96 MiB keep a worker's growth during a 1 GB upload under
-    # ~100 MiB (measured: 2 threads grew it by 150 MiB, for little time saved: the CSV
-    # reader and the Parquet writer stream).
+    # caller's. One thread, 96 MiB at most, and bounded CSV buffers and row groups
+    # (``_reader``): a worker grows by ~40 MiB during a CSV upload (bench/files.py). Two
+    # threads read a pipe no faster, for more CPU time, and hold more row groups.
     import duckdb
 
     return duckdb.connect(":memory:", config={
@@ -517,14 +532,15 @@ def _quoted(path: str) -> str:
 
 
 def _reader(conn: Any, source: str, kind: str, header: bool | None = None,
-            head: bytes | None = None) -> str:
-    """DuckDB's reader of the file at ``source``; ``head``: its first MiB (the file itself
-    cannot be read twice: a pipe), else read from it."""
+            head: bytes | None = None) -> tuple[str, int | None]:
+    """DuckDB's reader of the file at ``source``, and the rows of a row group of its Parquet
+    file (None: DuckDB's default); ``head``: its first MiB (the file itself cannot be read
+    twice: a pipe), else read from it."""
     path = _quoted(source)
     if kind == "parquet":
-        return f"read_parquet('{path}')"
+        return f"read_parquet('{path}')", None
     if kind == "json":
-        return f"read_json('{path}', format='auto')"
+        return f"read_json('{path}', format='auto')", None
     if head is None:
         with open(source, "rb") as handle:
             head = handle.read(_HEAD_BYTES)
@@ -532,12 +548,21 @@ def _reader(conn: Any, source: str, kind: str, header: bool | None = None,
     options = (f"delim=E'{delim}', skip=0, strict_mode=true, "
                "null_padding=false") if delim == "\\t" else \
         (f"delim='{delim}', skip=0, strict_mode=true, null_padding=false")
+    options += f", buffer_size={_CSV_BUFFER_BYTES}, max_line_size={_CSV_MAX_LINE_BYTES}"
     if header is not None:  # else DuckDB's sniffer decides whether the first row names
         options += f", header={str(header).lower()}"
     encoding = _encoding(head)
     if encoding != "utf-8":
         options += f", encoding='{encoding}'"
-    return f"read_csv('{path}', {options})"
+    return f"read_csv('{path}', {options})", _row_group_rows(head)
+
+
+def _row_group_rows(head: bytes) -> int:
+    """Rows of a row group holding about _ROW_GROUP_TEXT_BYTES of a CSV whose first bytes
+    are ``head`` (a value's line breaks make its rows look shorter: larger groups)."""
+    row_bytes = len(head) / max(head.count(b"\n"), 1)
+    low, high = _ROW_GROUP_ROWS
+    return min(max(int(_ROW_GROUP_TEXT_BYTES / max(row_bytes, 1)), low), high)
 
 
 def _delimiter(head: bytes) -> str:

@@ -1,7 +1,9 @@
 """Hostile uploads against a real gunicorn (issue 30 §5): a JSON file nested 100 000 levels,
 an XLSX zip bomb, eight uploads racing to one new name, and the parts that a worker which
 died left behind. Each upload is answered in time with a 4xx naming its limit, the worker
-that read it lives on without growing much, and no partial file stays in the files folder."""
+that read it lives on without growing much, and no partial file stays in the files folder.
+Large CSV uploads streamed into the converter as they arrive (issue 32 §4), with a length
+or chunked, land whole."""
 
 from __future__ import annotations
 
@@ -281,3 +283,56 @@ def test_an_upload_left_while_its_conversion_runs_leaves_nothing(served):
     assert "left" not in [f["name"] for f in listed]
     assert workers(server.process.pid) == [worker]
     assert requests.get(server.url + "/api/status", timeout=10).status_code == 200
+
+
+def _wide_csv(rows: int) -> bytes:
+    """A CSV of several MiB: integers, doubles, dates and text, some of it quoted with the
+    delimiter and line breaks inside (values that may straddle the reader's buffers)."""
+    return b"id,x,day,note\n" + b"".join(
+        b'%d,%d.25,2026-%02d-%02d,"note %d, line one\nline two"\n' % (
+            i, i % 1000, 1 + i % 12, 1 + i % 28, i) if i % 10 == 0 else
+        b"%d,%d.25,2026-%02d-%02d,plain %d\n" % (i, i % 1000, 1 + i % 12, 1 + i % 28, i)
+        for i in range(rows))
+
+
+@pytest.mark.parametrize("transfer", ["content-length", "chunked"])
+def test_a_large_upload_lands_whole_with_its_rows_and_types(served, transfer):
+    server, folder, _ = served
+    (worker,) = workers(server.process.pid)
+    rows = 300_000
+    data = _wide_csv(rows)
+    assert len(data) > 9 << 20  # more than two of the CSV reader's buffers
+    body, kind = _multipart(data, "wide.csv")
+    name = f"wide_{transfer.replace('-', '_')}"
+    if transfer == "chunked":
+        # A body of unknown length, in pieces of uneven sizes (requests sends an iterator
+        # with Transfer-Encoding: chunked).
+        pieces = (body[i:i + 70_001] for i in range(0, len(body), 70_001))
+        answer = requests.put(f"{server.url}/api/files/{name}", data=pieces, timeout=120,
+                              headers={"Content-Type": kind})
+        assert answer.request.headers.get("Transfer-Encoding") == "chunked"
+    else:
+        answer = requests.put(f"{server.url}/api/files/{name}", data=body, timeout=120,
+                              headers={"Content-Type": kind})
+        assert answer.request.headers["Content-Length"] == str(len(body))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["row_count"] == rows
+    assert answer.json()["columns"] == ["id", "x", "day", "note"]
+    got = requests.post(server.url + "/api/sql/query", timeout=60, json={
+        "query": f"SELECT count(*), sum(id), sum(x), min(day), max(day), "
+                 f"count(DISTINCT note), max(length(note)) FROM files.{name}"}).json()
+    assert got["data"] == [[rows, rows * (rows - 1) // 2,
+                            sum(i % 1000 for i in range(rows)) + rows * 0.25,
+                            "2026-01-01", "2026-12-28", rows,
+                            len("note 299990, line one\nline two")]], got
+    schema = requests.get(f"{server.url}/api/console/schema", timeout=10).json()
+    files = next(s for s in schema["data_sources"] if s["name"] == "files")
+    assert next(t for t in files["tables"] if t["name"] == name)["columns"] == [
+        {"name": "id", "type": "int64"}, {"name": "x", "type": "double"},
+        {"name": "day", "type": "date32[day]"}, {"name": "note", "type": "string"}]
+    quoted = requests.post(server.url + "/api/sql/query", timeout=60, json={
+        "query": f"SELECT note FROM files.{name} WHERE id IN (0, 1, 299990) ORDER BY id"})
+    assert quoted.json()["data"] == [["note 0, line one\nline two"], ["plain 1"],
+                                     ["note 299990, line one\nline two"]]
+    assert [n for n in _parts(folder) if n.startswith(part_prefix(worker))] == []
+    assert f"{name}.parquet" in os.listdir(folder)
