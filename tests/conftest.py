@@ -8,6 +8,7 @@ PostgreSQL: one database per test session, migrated once, emptied before every t
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import gc
 import os
@@ -49,7 +50,24 @@ def _migrate(url: str, instance: str) -> None:
 
 @pytest.fixture(scope="session")
 def session_dir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("session"))
+    """This session's folder: the instance folder of the apps the tests make, with the demo
+    file in it (``demo_db``)."""
+    folder = tmp_path_factory.mktemp("session")
+    shutil.copy(_shared_demo(tmp_path_factory), folder / "demo.db")
+    return str(folder)
+
+
+def _shared_demo(tmp_path_factory) -> str:
+    """The demo data source's file, built once for the whole run: pytest-xdist's workers
+    (`make test`: four) have base folders in one parent, and the first to get there builds
+    it while the others wait; each built its own before (~7 s of CPU each, in a child
+    importing scikit-learn)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    with open(root / "demo.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        return ensure_demo(str(root / "demo.db"))
 
 
 @pytest.fixture(scope="session")
@@ -61,9 +79,9 @@ def sqlite_template(session_dir) -> str:
 
 @pytest.fixture(scope="session")
 def demo_db(session_dir) -> str:
-    """The demo data source's file, built once for the session (the apps the tests make use
-    the same one: their instance folder is ``session_dir``). A server or an app given it as
-    its DEMO_PATH spares building one (seconds of CPU in a child importing scikit-learn)."""
+    """The demo data source's file of this session (the apps the tests make use the same
+    one: their instance folder is ``session_dir``). A server or an app given it as its
+    DEMO_PATH spares building one (seconds of CPU in a child importing scikit-learn)."""
     return ensure_demo(os.path.join(session_dir, "demo.db"))
 
 

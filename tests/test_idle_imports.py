@@ -19,6 +19,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def master_env(tmp_path: Path, sqlite_template: str, demo_db: str) -> dict[str, str]:
+    """A fresh copy of the migrated store, and the session's demo file: a process started
+    without one would first build it (in a child importing scikit-learn, seconds of CPU)."""
+    store = tmp_path / "store.db"
+    shutil.copy(sqlite_template, store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
+    env.update(QUARRY_DATABASE_URL=f"sqlite:///{store}", QUARRY_INSTANCE_PATH=str(tmp_path),
+               QUARRY_DEMO_PATH=demo_db, QUARRY_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    return env
+
+
 # What gunicorn does in the master with preload_app and QUARRY_PRELOAD_ML on (gunicorn.conf.py:
 # import the app, then when_ready), then a look at what got imported.
 MASTER = """
@@ -34,12 +46,9 @@ print(json.dumps([count, sorted(m for m in ("sklearn", "pandas", "numpy", "pyarr
 """
 
 
-def test_a_master_without_models_imports_no_ml_stack_and_no_arrow(sqlite_template, tmp_path):
-    store = tmp_path / "store.db"
-    shutil.copy(sqlite_template, store)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
-    env.update(QUARRY_DATABASE_URL=f"sqlite:///{store}", QUARRY_INSTANCE_PATH=str(tmp_path),
-               QUARRY_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+def test_a_master_without_models_imports_no_ml_stack_and_no_arrow(sqlite_template, demo_db,
+                                                                  tmp_path):
+    env = master_env(tmp_path, sqlite_template, demo_db)
     done = subprocess.run([sys.executable, "-c", MASTER], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -65,12 +74,8 @@ print(json.dumps([loaded, modules, wsgi.app.extensions[EXTENSION_KEY].is_open]))
 
 
 def test_a_master_preloads_the_engine_only_where_statements_can_federate(sqlite_template,
-                                                                         tmp_path):
-    store = tmp_path / "store.db"
-    shutil.copy(sqlite_template, store)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
-    env.update(QUARRY_DATABASE_URL=f"sqlite:///{store}", QUARRY_INSTANCE_PATH=str(tmp_path),
-               QUARRY_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+                                                                         demo_db, tmp_path):
+    env = master_env(tmp_path, sqlite_template, demo_db)
     seen = []
     for sources in ({}, {"other": f"sqlite:///{tmp_path / 'other.db'}"}):
         (tmp_path / "other.db").touch()
@@ -100,14 +105,10 @@ print(json.dumps([answer.status_code, sorted(m for m in sys.modules
 """
 
 
-def test_the_stateless_mcp_revision_imports_no_sdk_package(sqlite_template, tmp_path):
+def test_the_stateless_mcp_revision_imports_no_sdk_package(sqlite_template, demo_db, tmp_path):
     # Its envelope check loads one file of the SDK; the package (its client and server
     # runtimes: anyio, httpx, starlette, uvicorn) stays out of the worker.
-    store = tmp_path / "store.db"
-    shutil.copy(sqlite_template, store)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
-    env.update(QUARRY_DATABASE_URL=f"sqlite:///{store}", QUARRY_INSTANCE_PATH=str(tmp_path),
-               QUARRY_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    env = master_env(tmp_path, sqlite_template, demo_db)
     done = subprocess.run([sys.executable, "-c", STATELESS], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

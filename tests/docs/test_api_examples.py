@@ -241,11 +241,15 @@ def test_every_route_has_an_example(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory, sqlite_template) -> Iterator[dict[str, str]]:
+def servers(tmp_path_factory, sqlite_template, demo_db) -> Iterator[dict[str, str]]:
     """Two gunicorns on fresh stores: the default settings, and sign-in required."""
     tmp = tmp_path_factory.mktemp("api-docs")
     for store in ("open.db", "auth.db"):  # copies of the store the migrations built
         shutil.copy(sqlite_template, tmp / store)
+    # The open server's demo file in its instance folder (a page's example connects to it by
+    # that name): a copy of the session's, not one built at start (seconds of CPU).
+    (tmp / "open").mkdir()
+    shutil.copy(demo_db, tmp / "open" / "demo.db")
     settings = {"QUARRY_WORKERS": "1", "QUARRY_THREADS": "4"}
     open_env = quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{tmp}/open.db",
                           QUARRY_INSTANCE_PATH=str(tmp / "open"), **settings)
@@ -254,7 +258,7 @@ def servers(tmp_path_factory, sqlite_template) -> Iterator[dict[str, str]]:
                           QUARRY_AUTH_REQUIRED="true", QUARRY_SECRET_KEY="docs-" + "k" * 40,
                           **settings)
     _create_user(auth_env)
-    # Started side by side: each takes seconds to load the app (and to build the demo data).
+    # Started side by side: each takes seconds to load the app.
     with ExitStack() as stack:
         with ThreadPoolExecutor(2) as pool:
             started = pool.map(lambda args: stack.enter_context(serving(*args)).url,

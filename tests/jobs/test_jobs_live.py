@@ -34,8 +34,10 @@ def until(check, timeout: float = 60):
 
 
 def test_a_run_left_by_a_dead_worker_is_ended_and_the_next_slot_runs(tmp_path,
-                                                                     sqlite_template):
-    env = migrated_sqlite_env(tmp_path, sqlite_template, QUARRY_JOBS_POLL_S="0.1",
+                                                                     sqlite_template,
+                                                                     demo_db):
+    env = migrated_sqlite_env(tmp_path, sqlite_template, QUARRY_DEMO_PATH=demo_db,
+                              QUARRY_JOBS_POLL_S="0.1",
                               QUARRY_SQL_TIMEOUT_S="20", QUARRY_PRELOAD_ML="false")
     with serving(env, tmp_path / "logs") as server:
         # The first slot 57 s ago, the next one 3 s from now. The first run is endless and

@@ -19,10 +19,12 @@ from tests.models.test_failures import SLOW_SELECT
 pytestmark = pytest.mark.slow
 
 
-def test_a_stopping_worker_cancels_its_run_records_it_and_exits(tmp_path, sqlite_template):
+def test_a_stopping_worker_cancels_its_run_records_it_and_exits(tmp_path, sqlite_template,
+                                                              demo_db):
     # The run's statement may take 120 s; gunicorn waits graceful_timeout (150 s) for a
     # worker before it kills it.
-    env = migrated_sqlite_env(tmp_path, sqlite_template, QUARRY_JOBS_POLL_S="0.1",
+    env = migrated_sqlite_env(tmp_path, sqlite_template, QUARRY_DEMO_PATH=demo_db,
+                              QUARRY_JOBS_POLL_S="0.1",
                               QUARRY_SQL_TIMEOUT_S="120", QUARRY_PRELOAD_ML="false")
     with serving(env, tmp_path / "logs") as server:
         for job in ("cancelled", "stopped"):

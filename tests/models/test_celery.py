@@ -32,6 +32,9 @@ QUEUE = f"quarry-test-{os.getpid()}"
 # Reading these rows takes a few seconds on SQLite: long enough to kill a worker mid-way.
 SLOW_IRIS = ("SELECT * FROM demo.iris, (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
              "SELECT x + 1 FROM c WHERE x < 2500000) SELECT sum(x % 7) AS s FROM c) AS slow")
+# The tests check who trains and how often, not how well: the shortest training budget
+# (the default's 6 s of search is CPU each training spends in a worker).
+QUICK = "USING time_budget_s = 1"
 
 
 @pytest.fixture(scope="module")
@@ -43,18 +46,20 @@ def broker() -> str:
     return REDIS_URL
 
 
-def store_env(directory: Path, sqlite_template: str, broker: str) -> dict[str, str]:
+def store_env(directory: Path, sqlite_template: str, demo_db: str, broker: str
+              ) -> dict[str, str]:
     """Settings shared by the web app and the workers: a migrated store (a copy of the
-    session's migrated template), one queue."""
+    session's migrated template), the session's demo file (read only; each worker would
+    otherwise build one, importing scikit-learn in a child), one queue."""
     shutil.copy(sqlite_template, directory / "store.db")
     return quarry_env(QUARRY_DATABASE_URL=f"sqlite:///{directory}/store.db",
-                      QUARRY_INSTANCE_PATH=str(directory), QUARRY_CELERY_BROKER_URL=broker,
-                      QUARRY_CELERY_QUEUE=QUEUE)
+                      QUARRY_INSTANCE_PATH=str(directory), QUARRY_DEMO_PATH=demo_db,
+                      QUARRY_CELERY_BROKER_URL=broker, QUARRY_CELERY_QUEUE=QUEUE)
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory, sqlite_template, broker) -> dict[str, str]:
-    return store_env(tmp_path_factory.mktemp("celery"), sqlite_template, broker)
+def env(tmp_path_factory, sqlite_template, demo_db, broker) -> dict[str, str]:
+    return store_env(tmp_path_factory.mktemp("celery"), sqlite_template, demo_db, broker)
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +120,7 @@ def worker(env: dict[str, str], name: str, logs: Path, **settings: str
 def test_a_worker_trains_and_the_web_process_does_not(web, workers):
     app, client = web
     response = create(client, "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) "
-                              "PREDICT species")
+                              f"PREDICT species {QUICK}")
     assert response.status_code == 201
     assert response.get_json()["status"] == "generating"
     record = wait_for(client, "m", timeout_s=60)
@@ -161,7 +166,7 @@ def _training_pid(client, name: str) -> int:
 def test_worker_killed_mid_training_is_retried(web, workers):
     _, client = web
     # The shared workers: the killed one's task is taken again by either.
-    create(client, f"CREATE MODEL p1.k FROM demo ({SLOW_IRIS}) PREDICT species")
+    create(client, f"CREATE MODEL p1.k FROM demo ({SLOW_IRIS}) PREDICT species {QUICK}")
     victim = _training_pid(client, "k")
     os.kill(victim, signal.SIGKILL)
     record = wait_for(client, "k", timeout_s=90)
@@ -170,12 +175,13 @@ def test_worker_killed_mid_training_is_retried(web, workers):
     assert f":{victim}:" not in record["progress"]["trainer"]
 
 
-def test_tries_are_bounded(tmp_path, sqlite_template, broker):
+def test_tries_are_bounded(tmp_path, sqlite_template, demo_db, broker):
     # A store and queue of its own: no other worker may take the task again.
-    env = store_env(tmp_path, sqlite_template, broker) | {"QUARRY_CELERY_QUEUE": QUEUE + "-b"}
+    env = (store_env(tmp_path, sqlite_template, demo_db, broker)
+           | {"QUARRY_CELERY_QUEUE": QUEUE + "-b"})
     app, client = web_app(env)
     with worker(env, "wb", tmp_path, QUARRY_TRAINING_MAX_ATTEMPTS="1"):
-        create(client, f"CREATE MODEL p1.g FROM demo ({SLOW_IRIS}) PREDICT species")
+        create(client, f"CREATE MODEL p1.g FROM demo ({SLOW_IRIS}) PREDICT species {QUICK}")
         os.kill(_training_pid(client, "g"), signal.SIGKILL)
         record = wait_for(client, "g", timeout_s=60)
     app.extensions["quarry.trainer"].shutdown()
@@ -186,16 +192,17 @@ def test_two_workers_share_one_queue(web, workers):
     _, client = web
     # The shared workers, idle: the tests before waited for their trainings.
     for name in ("a", "b"):
-        create(client, f"CREATE MODEL p1.{name} FROM demo ({SLOW_IRIS}) PREDICT species")
+        create(client,
+               f"CREATE MODEL p1.{name} FROM demo ({SLOW_IRIS}) PREDICT species {QUICK}")
     records = [wait_for(client, name, timeout_s=90) for name in ("a", "b")]
     assert [r["status"] for r in records] == ["complete", "complete"], records
     trainers = {r["progress"]["trainer"] for r in records}
     assert len(trainers) == 2  # each worker took one
 
 
-def test_a_rabbitmq_broker_works_too(tmp_path, sqlite_template):
+def test_a_rabbitmq_broker_works_too(tmp_path, sqlite_template, demo_db):
     """The same worker and task with RabbitMQ (amqp://) as the broker."""
-    env = store_env(tmp_path, sqlite_template, "amqp://guest:guest@127.0.0.1:5672//")
+    env = store_env(tmp_path, sqlite_template, demo_db, "amqp://guest:guest@127.0.0.1:5672//")
     app, client = web_app(env)
     try:
         with worker(env, "rabbit", tmp_path):
