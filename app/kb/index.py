@@ -195,8 +195,8 @@ class _Vectors:
             # The bits and the vectors are stored in the same order (added together,
             # removed together, each index keeping its order): the bits' positions are
             # the vectors' rows, read in place (faiss's reconstruct_batch looks every key
-            # up in its map and copies the rows one call at a time: 0.6 ms more per search
-            # at 100 000 chunks, bench/kb.py).
+            # up in its map and copies the rows one call at a time: 0.2 ms more CPU per
+            # search at 100 000 chunks and load 10, bench/README.md "kbsearch").
             rows = self.bits.index.search(query, wanted)[1][0]
             rows = rows[rows >= 0]
             flat = faiss.downcast_index(self.flat.index)
