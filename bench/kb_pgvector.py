@@ -13,7 +13,9 @@ table through the store's own upsert (the HNSW index grows with them); then:
 - **recall@10**: for each hnsw.ef_search of ``--ef``, the ten chunks the store's search
   answers (through the HNSW index) vs the ten nearest by exact search (numpy, on the same
   vectors), for questions near random chunks; the same with a metadata filter that keeps
-  a tenth of the chunks (pgvector's iterative index scan);
+  a tenth of the chunks, and one that keeps a hundredth, for each of pgvector's
+  iterative index scan modes in ``--iterative`` (strict_order, relaxed_order; ``*n``:
+  the filtered scan gathers n passing rows per row asked for, the nearest are answered);
 - **p50** of ``SELECT … WHERE content = '…' LIMIT 10`` through POST /api/sql/query (the
   embedded model embeds the question), of the same with ``hybrid_search = true``, and of
   ``SELECT 1`` there, interleaved; with ``--compare``, the same searches of the same
@@ -67,7 +69,8 @@ def fill(app, chunks: int, build_after: bool, graph: tuple[int, int]):
             with store.engine.begin() as conn:
                 conn.exec_driver_sql(f'DROP INDEX "{table}_vec"')
         for start in range(0, chunks, 5000):
-            block = [Chunk(str(i), 1, 1, 0, 5, f"chunk {i} topic{i % 100}", {"shard": i % 10})
+            block = [Chunk(str(i), 1, 1, 0, 5, f"chunk {i} topic{i % 100}",
+                           {"shard": i % 10, "bucket": i % 100})
                      for i in range(start, min(start + 5000, chunks))]
             store.upsert(table, block, vectors[start:start + len(block)])
         store.delete(table, ["first"])
@@ -86,7 +89,11 @@ def fill(app, chunks: int, build_after: bool, graph: tuple[int, int]):
     return vectors, rng, row.uid, row.params
 
 
-def recall(app, vectors, rng, uid, params, samples: int, efs: list[int]) -> None:
+def recall(app, vectors, rng, uid, params, samples: int, efs: list[int],
+           modes: list[str]) -> None:
+    """Recall@10 vs exact search for each ef_search, without a filter and, for each
+    iterative scan mode, with a filter keeping a tenth and one keeping a hundredth of the
+    chunks; the p50 of the store's search alone, unfiltered and with the narrow filter."""
     import numpy as np
 
     from app.kb.index import Filter
@@ -96,32 +103,39 @@ def recall(app, vectors, rng, uid, params, samples: int, efs: list[int]) -> None
     for q in rng.integers(0, len(vectors), samples):
         vector = vectors[q] + 0.1 * rng.normal(size=384).astype(np.float32)
         queries.append((vector / np.linalg.norm(vector)).astype(np.float32))
-    shard = np.arange(len(vectors)) % 10 == 3
+    numbers = np.arange(len(vectors))
+    kept = {"a tenth": (Filter("shard", "=", 3), numbers % 10 == 3),
+            "a hundredth": (Filter("bucket", "=", 42), numbers % 100 == 42)}
+
+    def measured(store, table, filters, wanted) -> tuple[float, float]:
+        found, timings = [], []
+        for vector in queries:
+            scores = vectors @ vector
+            started = time.perf_counter()
+            got = {h.chunk.doc_id for h in store.search(table, vector, "", filters,
+                                                        limit=10, alpha=None)}
+            timings.append(time.perf_counter() - started)
+            exact = {str(i) for i in np.argsort(-np.where(wanted, scores, -2))[:10]}
+            found.append(len(got & exact) / 10)
+        return statistics.fmean(found), statistics.median(timings) * 1000
+
     with app.app_context():
         store, table = index_of(uid, params)
         for ef in efs:
             store.ef_search = ef
-            found, filtered = [], []
-            for vector in queries:
-                scores = vectors @ vector
-                got = {h.chunk.doc_id for h in store.search(table, vector, "", [], limit=10,
-                                                            alpha=None)}
-                exact = {str(i) for i in np.argsort(-scores)[:10]}
-                found.append(len(got & exact) / 10)
-                got = {h.chunk.doc_id for h in store.search(
-                    table, vector, "", [Filter("shard", "=", 3)], limit=10, alpha=None)}
-                exact = {str(i) for i in np.argsort(-np.where(shard, scores, -2))[:10]}
-                filtered.append(len(got & exact) / 10)
-            timings = []
-            for vector in queries:
-                started = time.perf_counter()
-                store.search(table, vector, "", [], limit=10, alpha=None)
-                timings.append(time.perf_counter() - started)
-            print(f"hnsw.ef_search {ef}: the store's search alone (no embedding) p50 "
-                  f"{statistics.median(timings) * 1000:.2f} ms")
-            print(f"hnsw.ef_search {ef}: recall@10 {statistics.fmean(found):.3f}, with a "
-                  f"filter keeping a tenth {statistics.fmean(filtered):.3f} "
-                  f"({samples} questions)")
+            plain, p50 = measured(store, table, [], np.ones(len(vectors), bool))
+            print(f"hnsw.ef_search {ef}: recall@10 {plain:.3f}, the store's search alone "
+                  f"(no embedding) p50 {p50:.2f} ms ({samples} questions, load "
+                  f"{os.getloadavg()[0]:.1f})")
+            for mode in modes:
+                store.iterative, _, gathered = mode.partition("*")
+                store.gathered = int(gathered or 1)
+                figures = []
+                for label, (condition, wanted) in kept.items():
+                    found, p50 = measured(store, table, [condition], wanted)
+                    figures.append(f"a filter keeping {label} {found:.3f} (p50 {p50:.2f} ms)")
+                print(f"hnsw.ef_search {ef}, iterative scan {mode}: recall@10 with "
+                      + ", with ".join(figures))
 
 
 def fill_file(app, vectors) -> None:
@@ -135,7 +149,8 @@ def fill_file(app, vectors) -> None:
             name="local").one()
         store, key = index_of(row.uid, row.params)
         for start in range(0, len(vectors), 5000):
-            block = [Chunk(str(i), 1, 1, 0, 5, f"chunk {i} topic{i % 100}", {"shard": i % 10})
+            block = [Chunk(str(i), 1, 1, 0, 5, f"chunk {i} topic{i % 100}",
+                           {"shard": i % 10, "bucket": i % 100})
                      for i in range(start, min(start + 5000, len(vectors)))]
             store.upsert(key, block, vectors[start:start + len(block)])
 
@@ -169,6 +184,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--ef", default="100,200,400",
                         help="hnsw.ef_search values whose recall is measured")
+    parser.add_argument("--iterative", default="strict_order,relaxed_order,relaxed_order*4",
+                        help="pgvector's hnsw.iterative_scan modes measured with filters; "
+                             "*n: the filtered scan gathers n rows per row asked for")
     parser.add_argument("--m", type=int, default=HNSW_M, help="the HNSW graph's links")
     parser.add_argument("--ef-construction", type=int, default=HNSW_EF_CONSTRUCTION)
     parser.add_argument("--compare", action="store_true",
@@ -189,14 +207,14 @@ def main() -> None:
                           "KB_DIR": os.path.join(tmp, "kb"), "KB_STORES": {"vectors": uri}})
         client = app.test_client()
         _sql(client, "CREATE KNOWLEDGE_BASE mindsdb.big USING storage = vectors, "
-                     "metadata_columns = ['shard']")
+                     "metadata_columns = ['shard', 'bucket']")
         vectors, rng, uid, params = fill(app, args.chunks, not args.incremental,
                                              (args.m, args.ef_construction))
         recall(app, vectors, rng, uid, params, args.samples,
-               [int(e) for e in args.ef.split(",")])
+               [int(e) for e in args.ef.split(",")], args.iterative.split(","))
         if args.compare:
             _sql(client, "CREATE KNOWLEDGE_BASE mindsdb.local USING metadata_columns = "
-                         "['shard']")
+                         "['shard', 'bucket']")
             fill_file(app, vectors)
         latency(client, args.samples, args.compare)
         app.extensions["quarry.kb_stores"].dispose()

@@ -760,23 +760,49 @@ def find_links(statement: exp.Expression, legs: list[Leg],
       whose unmatched rows are kept; RIGHT the other way round; FULL neither.
     """
     by_name = {leg.name: leg for leg in legs}
+    held = held or {}
     found: dict[tuple[str, str, str, str], Link] = {}
+
+    def add(source: Leg | Held | _Through, column: exp.Column, target: Leg | Held | _Through,
+            target_column: exp.Column) -> None:
+        name, source_name = target_column.name.lower(), column.name.lower()
+        if not isinstance(target, Leg) or target.source.dialect not in _FILTERABLE or \
+                target.kinds.get(name) is None:
+            return
+        if isinstance(source, _Through):  # a subquery over held rows: its column's origin
+            source_name, cast = source.columns.get(source_name, (None, False))
+            if source_name is None or (cast and target.kinds.get(name) != "int"):
+                return
+            source = source.held
+        key = (source.name, source_name, target.name, name)
+        found.setdefault(key, Link(source, source_name, target, name))
+
     for select in statement.find_all(exp.Select):
         start = select.args.get("from_")
         if start is None:
             continue
         joins = select.args.get("joins") or []
-        here: dict[str, Leg | Held] = {}
+        here: dict[str, Leg | Held | _Through] = {}
         for item in [start.this] + [join.this for join in joins]:
             if isinstance(item, exp.Table) and item.name in by_name:
                 here[_alias(item)] = by_name[item.name]
-            elif isinstance(item, exp.Table) and item.name.lower() in (held or {}):
+            elif isinstance(item, exp.Table) and item.name.lower() in held:
                 here[_alias(item)] = held[item.name.lower()]
+            elif (through := _through(item, held)) is not None:
+                here[_alias(item)] = through
+        where = select.args.get("where")
+        common = _conjuncts(where.this) if where is not None else []
+        # column IN (SELECT … FROM <held rows>): the column holds only their values.
+        for conjunct in common:
+            if isinstance(conjunct, exp.In) and isinstance(conjunct.this, exp.Column) and \
+                    (through := _through(conjunct.args.get("query"), held)) is not None \
+                    and len(through.order) == 1:
+                target = here.get(_table(conjunct.this))
+                if target is not None:
+                    add(through, exp.column(through.order[0]), target, conjunct.this)
         if len(here) < 2:
             continue
         outer = any(_join_kind(join) != "INNER" for join in joins)
-        where = select.args.get("where")
-        common = _conjuncts(where.this) if where is not None else []
         if not outer:
             for join in joins:
                 if join.args.get("on") is not None:
@@ -800,14 +826,50 @@ def find_links(statement: exp.Expression, legs: list[Leg],
                                 (kind == "RIGHT" and _table(a) == mine):
                             pairs.append((a, b))
         for a, b in pairs:
-            source, target = here[_table(a)], here[_table(b)]
-            name = b.name.lower()
-            if isinstance(target, Held) or target.source.dialect not in _FILTERABLE or \
-                    target.kinds.get(name) is None:
-                continue
-            key = (source.name, a.name.lower(), target.name, name)
-            found.setdefault(key, Link(source, a.name.lower(), target, name))
+            add(here[_table(a)], a, here[_table(b)], b)
     return list(found.values())
+
+
+@dataclass
+class _Through:
+    """A subquery that selects from held rows alone (``(SELECT id, relevance FROM <hits>
+    WHERE … LIMIT 5) AS k``, or the list of ``x IN (SELECT id FROM <hits> …)``): each of
+    its columns that is a held column as it is holds a subset of that column's values
+    (NULL aside), which may cut a leg as the held rows themselves do."""
+
+    held: Held
+    columns: dict[str, tuple[str, bool]]   # output name -> (held column, cast to integer)
+    order: list[str]                       # the output names, in the select's order
+
+
+# Integer types a subquery may cast a held column to (the keys go to an integer column
+# as DuckDB casts text to an integer, which is what such a CAST does).
+_INTEGER_TYPES = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT,
+                  exp.DataType.Type.INT, exp.DataType.Type.BIGINT}
+
+
+def _through(node: exp.Expression | None, held: dict[str, Held]) -> _Through | None:
+    """``node`` as a _Through when it is a subquery whose one table is held rows, with no
+    join, set operation or CTE of its own; else None."""
+    while isinstance(node, exp.Subquery | exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.Select) or node.args.get("joins") or node.args.get("with_"):
+        return None
+    start = node.args.get("from_")
+    table = start.this if start is not None else None
+    if not isinstance(table, exp.Table) or table.name.lower() not in held:
+        return None
+    alias = _alias(table)
+    columns, order = {}, []
+    for projection in node.expressions:
+        value, name = projection.unalias(), projection.alias_or_name.lower()
+        order.append(name)
+        cast = isinstance(value, exp.Cast) and value.to.this in _INTEGER_TYPES
+        if cast:
+            value = value.this
+        if isinstance(value, exp.Column) and _table(value) in ("", alias):
+            columns.setdefault(name, (value.name.lower(), cast))
+    return _Through(held[table.name.lower()], columns, order)
 
 
 def _join_kind(join: exp.Join) -> str:

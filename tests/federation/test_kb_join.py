@@ -293,3 +293,44 @@ def test_text_ids_are_cast_as_the_engine_compares_them(query):
     found = _table(query("SELECT d.id, k.id AS kid FROM mindsdb.codes k JOIN pg.big_docs d "
                          "ON d.id = k.id WHERE k.content = 'note'"))
     assert sorted((r["kid"], r["id"]) for r in found) == sorted(CODES.items())
+
+
+def test_a_subquery_of_the_hits_cuts_the_table_to_their_ids(query):
+    # The hits reached through IN (SELECT …) or a subquery in FROM cut pg.big_docs (5 000
+    # rows, where a leg may send 500) to their ids, as a direct join does.
+    hits = _search(query, "paper stuck in the printer", " LIMIT 3")
+    ids = [int(h["id"]) for h in hits]
+    for sql in [
+        "SELECT d.id, d.title FROM pg.big_docs d WHERE d.id IN (SELECT CAST(id AS INTEGER) "
+        "FROM mindsdb.notes WHERE content = 'paper stuck in the printer' LIMIT 3) "
+        "AND d.title <> 'x' ORDER BY d.id",
+        "SELECT d.id, d.title FROM pg.big_docs d JOIN (SELECT id, relevance FROM "
+        "mindsdb.notes WHERE content = 'paper stuck in the printer' LIMIT 3) k "
+        "ON k.id = d.id ORDER BY d.id",
+        "SELECT d.id, d.title FROM (SELECT n.id AS doc FROM mindsdb.notes n WHERE "
+        "n.content = 'paper stuck in the printer' LIMIT 3) AS k LEFT JOIN pg.big_docs d "
+        "ON d.id = k.doc ORDER BY d.id",
+    ]:
+        found = _table(query(sql))
+        assert [(r["id"], r["title"]) for r in found] == \
+            [(i, f"title {i}") for i in sorted(ids)], sql
+        steps = _table(query("EXPLAIN " + sql))
+        assert steps[0]["step"].startswith("search 1:"), (sql, steps)
+        assert steps[1]["source"] == "pg" and steps[1]["step"].endswith(
+            'filtered by the id values of the hits of knowledge base mindsdb.notes: '
+            '"d"."id" IN (…)'), (sql, steps)
+    # What is no subset of the hits' ids cuts nothing: the whole table comes, and is
+    # refused by the cap.
+    for sql in [
+        "SELECT d.id FROM pg.big_docs d WHERE d.id NOT IN (SELECT CAST(id AS INTEGER) "
+        "FROM mindsdb.notes WHERE content = 'printer' LIMIT 3)",
+        "SELECT d.id FROM pg.big_docs d WHERE d.id IN (SELECT CAST(id AS INTEGER) + 1 "
+        "FROM mindsdb.notes WHERE content = 'printer' LIMIT 3)",
+        "SELECT d.id FROM pg.big_docs d WHERE d.id IN (SELECT CAST(id AS INTEGER) "
+        "FROM mindsdb.notes WHERE content = 'printer' LIMIT 3) OR d.id < 3",
+        "SELECT d.id FROM (SELECT id FROM mindsdb.notes WHERE content = 'printer' "
+        "LIMIT 3) k RIGHT JOIN pg.big_docs d ON d.id = k.id",
+    ]:
+        whole = query(sql)
+        assert whole["type"] == "error" and "FEDERATION_MAX_LEG_ROWS" in \
+            whole["error_message"], (sql, whole)

@@ -5,6 +5,7 @@ the stores that may be named and a store that cannot be reached."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import psycopg
 import pytest
@@ -15,6 +16,7 @@ from app.services import auth as auth_service
 from tests.auth.conftest import PASSWORD, make_auth_app  # noqa: F401 - a fixture
 from tests.conftest import _migrate, fresh_store_url
 from tests.helpers import assert_problem
+from tests.kb.scripted import endpoint_pair
 from tests.kb.test_knowledge_bases import DOCS, error, make_kb, ok, rows
 from tests.pgvector_server import database, server_uri
 
@@ -321,3 +323,50 @@ def test_kb_stores_is_checked_at_start(stores, words, tmp_path):
         create_app({"DATABASE_URL": f"sqlite:///{tmp_path}/s.db", "KB_STORES": stores,
                     "INSTANCE_PATH": str(tmp_path), "DEMO_SOURCE": False})
     assert words in str(caught.value) and "hidden-pw" not in str(caught.value)
+
+
+def _clustered(count: int, dimension: int) -> tuple[Any, Any]:
+    """``count`` unit vectors around 50 centres, and 20 questions near some of them
+    (seeded)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(50, dimension))
+    documents = centres[rng.integers(0, 50, count)] + 0.6 * rng.normal(size=(count, dimension))
+    questions = documents[rng.integers(0, count, 20)] + 0.1 * rng.normal(size=(20, dimension))
+    return tuple(m / np.linalg.norm(m, axis=1, keepdims=True) for m in (documents, questions))
+
+
+def test_a_selective_filter_still_answers_the_full_limit_of_nearest_rows(make_app, tmp_path,
+                                                                         vectors_url):
+    # 12 000 chunks (fewer, and PostgreSQL reads them all instead of the HNSW index), a
+    # filter that keeps a hundredth of them, HNSW's candidate list 40 long: the index scan
+    # goes on until enough rows pass, and the ten answered are the ten nearest that do
+    # (pgvector's strict_order scan missed one to three of them for some questions).
+    documents, questions = _clustered(12_000, 32)
+
+    def answer(body):
+        def vector(text: str) -> list[float]:
+            kind, n = text.split()
+            return (documents if kind == "doc" else questions)[int(n)].tolist()
+        return 200, {"data": [{"index": i, "embedding": vector(text)}
+                              for i, text in enumerate(body["input"])]}
+
+    with endpoint_pair(answer) as (urls, _):
+        client = make_app(KB_DIR=str(tmp_path / "kb"), KB_STORES={"vectors": vectors_url},
+                          EMBEDDING_ENDPOINTS=urls[0], KB_HNSW_EF_SEARCH=40).test_client()
+        ok(client, f"CREATE KNOWLEDGE_BASE mindsdb.narrow USING storage = vectors, "
+                   f"metadata_columns = ['bucket'], embedding_model = {{'provider': "
+                   f"'openai', 'model_name': 'clustered', 'base_url': '{urls[0]}'}}")
+        for start in range(0, len(documents), 3000):
+            values = ", ".join(f"({i}, 'doc {i}', {i % 100})"
+                               for i in range(start, start + 3000))
+            ok(client, f"INSERT INTO mindsdb.narrow (id, content, bucket) VALUES {values}")
+        kept = [i for i in range(len(documents)) if i % 100 == 42]
+        for n, question in enumerate(questions):
+            nearest = sorted(kept, key=lambda i: -documents[i] @ question)[:10]
+            found = rows(ok(client, f"SELECT id, distance FROM mindsdb.narrow WHERE "
+                                    f"content = 'question {n}' AND bucket = 42 LIMIT 10"))
+            assert [r["id"] for r in found] == [str(i) for i in nearest], n
+            assert [r["distance"] for r in found] == pytest.approx(
+                [1 - documents[i] @ question for i in nearest], abs=1e-5)
