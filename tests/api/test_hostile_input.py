@@ -115,6 +115,7 @@ BODY_ROUTES = [
     ("PUT", "/api/projects/p1/views/p1"),
     ("POST", "/api/projects/p1/knowledge_bases"),
     ("PUT", "/api/projects/p1/knowledge_bases/p1"),
+    ("POST", "/api/projects/p1/knowledge_bases/p1/completions"),
     ("POST", "/api/projects/p1/jobs"),
 ]
 

@@ -16,9 +16,9 @@ from tests.models.test_celery import QUEUE, broker, store_env, worker  # noqa: F
 pytestmark = pytest.mark.slow
 
 
-def test_a_celery_worker_runs_the_claimed_slot(tmp_path, sqlite_template,
+def test_a_celery_worker_runs_the_claimed_slot(tmp_path, sqlite_template, demo_db,
                                                broker):  # noqa: F811 - the fixture
-    env = store_env(tmp_path, sqlite_template, broker) | {
+    env = store_env(tmp_path, sqlite_template, demo_db, broker) | {
         "QUARRY_CELERY_QUEUE": QUEUE + "-jobs", "QUARRY_JOBS_POLL_S": "0.1"}
     app = create_app(load_settings(env) | {"TESTING": True})
     client = app.test_client()
