@@ -85,6 +85,16 @@ def demo_db(session_dir) -> str:
     return ensure_demo(os.path.join(session_dir, "demo.db"))
 
 
+# The session's demo file, for the servers tests/live.py starts (quarry_env gives it to each
+# one that names no DEMO_PATH of its own): each built its own in its new instance folder.
+SHARED_DEMO: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _servers_share_the_demo_file(demo_db) -> None:
+    SHARED_DEMO["path"] = demo_db
+
+
 @contextlib.contextmanager
 def pg_database(prefix: str) -> Iterator[str]:
     """A new, empty PostgreSQL database for this test session; dropped afterwards."""
