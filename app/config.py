@@ -166,7 +166,9 @@ SETTINGS: list[Setting] = [
     Setting("KB_EXACT_CHUNKS", 20_000, int,
             "Up to this many chunks a search by meaning compares the question with every "
             "vector; beyond, one bit per dimension (faiss IndexLSH) picks "
-            "KB_RERANK_CANDIDATES chunks ranked exactly"),
+            "KB_RERANK_CANDIDATES chunks ranked exactly. In a vector store (KB_STORES), a "
+            "search whose filters at most this many chunks pass ranks them all exactly "
+            "instead of walking the HNSW index (0: never)"),
     Setting("KB_RERANK_CANDIDATES", 1000, int,
             "Chunks a search among more than KB_EXACT_CHUNKS picks by the Hamming distance "
             "of those bits and ranks exactly (more: better recall, slower)"),
