@@ -166,9 +166,7 @@ SETTINGS: list[Setting] = [
     Setting("KB_EXACT_CHUNKS", 20_000, int,
             "Up to this many chunks a search by meaning compares the question with every "
             "vector; beyond, one bit per dimension (faiss IndexLSH) picks "
-            "KB_RERANK_CANDIDATES chunks ranked exactly. In a vector store (KB_STORES), a "
-            "search whose filters at most this many chunks pass ranks them all exactly "
-            "instead of walking the HNSW index (0: never)"),
+            "KB_RERANK_CANDIDATES chunks ranked exactly"),
     Setting("KB_RERANK_CANDIDATES", 1000, int,
             "Chunks a search among more than KB_EXACT_CHUNKS picks by the Hamming distance "
             "of those bits and ranks exactly (more: better recall, slower)"),
@@ -185,6 +183,10 @@ SETTINGS: list[Setting] = [
             "PostgreSQL with pgvector (default: none, knowledge bases stay in KB_DIR)"),
     Setting("KB_STORE_CONNECT_TIMEOUT_S", 5.0, float,
             "Seconds to wait for a vector store (KB_STORES) before a request answers 503"),
+    Setting("KB_STORE_EXACT_CHUNKS", 2000, int,
+            "A search by meaning in a vector store (KB_STORES) whose filters at most this "
+            "many chunks pass ranks them all exactly instead of walking the HNSW index "
+            "(0: never)"),
     Setting("KB_HNSW_EF_SEARCH", 200, int,
             "Candidates a search by meaning in a vector store (KB_STORES) keeps while it "
             "walks the HNSW graph (pgvector's hnsw.ef_search; more: better recall, slower; "

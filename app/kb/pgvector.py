@@ -7,7 +7,7 @@ distance) and the words (a ``tsvector`` generated from the text, with a GIN inde
 
 Search answers what the index file answers, with the same distances (cosine) and the same
 fusion: the vector ranking comes from the HNSW index (``hnsw.ef_search``: KB_HNSW_EF_SEARCH,
-or the depth asked for when it is more; with filters, when at most KB_EXACT_CHUNKS rows pass
+or the depth asked for when it is more; with filters, when at most KB_STORE_EXACT_CHUNKS rows pass
 them, those rows ranked exactly, without the index; when more, pgvector's iterative scan,
 in relaxed order, goes on until four times the rows asked for pass them, and the nearest
 of those are answered), the word ranking from ``ts_rank_cd`` over the rows whose
@@ -344,7 +344,7 @@ class PgVectorIndex:
         columns and its distance, nearest first.
 
         Without filters, the HNSW index's nearest. With filters, in the same statement:
-        up to KB_EXACT_CHUNKS + 1 rows that pass them are found (through the metadata
+        up to KB_STORE_EXACT_CHUNKS + 1 rows that pass them are found (through the metadata
         index, the id's or the table) with their distances; when that is all of them,
         the nearest of those are answered: exact, and the index is not walked; when more
         pass, the iterative HNSW scan's (relaxed_order answers the rows in the order the

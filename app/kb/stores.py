@@ -108,7 +108,7 @@ def pgvector_store(name: str) -> PgVectorIndex:
             raise unknown_store(name, False)
         engine = engines.setdefault(name, _engine(url))
     return PgVectorIndex(name, engine, current_app.config["KB_HNSW_EF_SEARCH"],
-                         current_app.config["KB_EXACT_CHUNKS"],
+                         current_app.config["KB_STORE_EXACT_CHUNKS"],
                          engines.opened.setdefault(name, set()))
 
 

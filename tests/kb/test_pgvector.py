@@ -350,9 +350,9 @@ def _executed_indexes(plan: dict) -> set[str]:
 def test_a_selective_filter_answers_the_nearest_passing_rows_exactly_or_by_the_index(
         make_app, tmp_path, vectors_url):
     # 12 000 chunks, a filter that keeps a hundredth of them (120 rows), HNSW's candidate
-    # list 40 long. Those 120 rows are at most KB_EXACT_CHUNKS: they are found through the
+    # list 40 long. Those 120 rows are at most KB_STORE_EXACT_CHUNKS: they are found through the
     # metadata index and ranked exactly, the HNSW index unread (EXPLAIN ANALYZE of the
-    # statement sent). With KB_EXACT_CHUNKS 100, fewer than pass, the other side of the
+    # statement sent). With KB_STORE_EXACT_CHUNKS 100, fewer than pass, the other side of the
     # statement answers: the walk (at this size PostgreSQL's planner prefers reading the
     # table to walking the graph for 40 rows; at 100 000 chunks it walks:
     # bench/kb_pgvector.py), and its ten are the ten nearest too.
@@ -374,7 +374,7 @@ def test_a_selective_filter_answers_the_nearest_passing_rows_exactly_or_by_the_i
                     "EMBEDDING_ENDPOINTS": urls[0], "KB_HNSW_EF_SEARCH": 40,
                     "KB_INSERT_BATCH_ROWS": 3000}
         exact = make_app(**settings)
-        walked = make_app(**settings, KB_EXACT_CHUNKS=100)  # the same stores
+        walked = make_app(**settings, KB_STORE_EXACT_CHUNKS=100)  # the same stores
         client = exact.test_client()
         ok(client, f"CREATE KNOWLEDGE_BASE mindsdb.narrow USING storage = vectors, "
                    f"metadata_columns = ['bucket'], embedding_model = {{'provider': "
