@@ -185,8 +185,13 @@ class PgVectorIndex:
         if present[0] is None:
             return  # no table (yet): the search answers nothing
         if present[1] is None:
-            with self._transaction() as conn:
-                conn.execute(metadata_index(table))
+            import psycopg
+
+            try:
+                with self._transaction() as conn:
+                    conn.execute(metadata_index(table))
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+                pass  # another worker made it at the same moment (IF NOT EXISTS races)
         self.opened.add(table)
 
     def drop(self, table: str) -> None:
