@@ -183,6 +183,10 @@ SETTINGS: list[Setting] = [
             "PostgreSQL with pgvector (default: none, knowledge bases stay in KB_DIR)"),
     Setting("KB_STORE_CONNECT_TIMEOUT_S", 5.0, float,
             "Seconds to wait for a vector store (KB_STORES) before a request answers 503"),
+    Setting("KB_STORE_EXACT_CHUNKS", 2000, int,
+            "A search by meaning in a vector store (KB_STORES) whose filters at most this "
+            "many chunks pass ranks them all exactly instead of walking the HNSW index "
+            "(0: never)"),
     Setting("KB_HNSW_EF_SEARCH", 200, int,
             "Candidates a search by meaning in a vector store (KB_STORES) keeps while it "
             "walks the HNSW graph (pgvector's hnsw.ef_search; more: better recall, slower; "

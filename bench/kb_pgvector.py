@@ -13,9 +13,14 @@ table through the store's own upsert (the HNSW index grows with them); then:
 - **recall@10**: for each hnsw.ef_search of ``--ef``, the ten chunks the store's search
   answers (through the HNSW index) vs the ten nearest by exact search (numpy, on the same
   vectors), for questions near random chunks; the same with a metadata filter that keeps
-  a tenth of the chunks, and one that keeps a hundredth, for each of pgvector's
-  iterative index scan modes in ``--iterative`` (strict_order, relaxed_order; ``*n``:
-  the filtered scan gathers n passing rows per row asked for, the nearest are answered);
+  a tenth, a twentieth, a fiftieth or a hundredth of the chunks, and one that keeps nine
+  tenths by
+  ``!=`` (which no index answers), for each of pgvector's iterative index scan modes in
+  ``--iterative`` (strict_order, relaxed_order; ``*n``: the filtered scan gathers n
+  passing rows per row asked for, the nearest are answered;
+  ``+exact[=n]``: a filter that at most KB_STORE_EXACT_CHUNKS, or n, rows pass ranks
+  those exactly, where without it the index is always walked), the modes interleaved
+  question by question;
 - **p50** of ``SELECT … WHERE content = '…' LIMIT 10`` through POST /api/sql/query (the
   embedded model embeds the question), of the same with ``hybrid_search = true``, and of
   ``SELECT 1`` there, interleaved; with ``--compare``, the same searches of the same
@@ -105,37 +110,56 @@ def recall(app, vectors, rng, uid, params, samples: int, efs: list[int],
         queries.append((vector / np.linalg.norm(vector)).astype(np.float32))
     numbers = np.arange(len(vectors))
     kept = {"a tenth": (Filter("shard", "=", 3), numbers % 10 == 3),
-            "a hundredth": (Filter("bucket", "=", 42), numbers % 100 == 42)}
+            "a hundredth": (Filter("bucket", "=", 42), numbers % 100 == 42),
+            "a fiftieth": (Filter("bucket", "in", [42, 43]), np.isin(numbers % 100, [42, 43])),
+            "a twentieth": (Filter("bucket", "in", list(range(40, 45))),
+                            np.isin(numbers % 100, range(40, 45))),
+            # no index answers !=: the exact side's collecting reads the table until more
+            # than KB_STORE_EXACT_CHUNKS rows pass, then the walk answers (its cost on top)
+            "nine tenths by !=": (Filter("shard", "!=", 3), numbers % 10 != 3)}
 
-    def measured(store, table, filters, wanted) -> tuple[float, float]:
-        found, timings = [], []
+    def configure(store, mode: str) -> None:
+        """``<iterative>[*<gathered>][+exact[=<n>]]``: +exact, a filter that at most
+        KB_STORE_EXACT_CHUNKS (or n) rows pass ranks them exactly; without it, never."""
+        mode, plus, bound = mode.partition("+exact")
+        store.iterative, _, gathered = mode.partition("*")
+        store.gathered = int(gathered or 1)
+        store.exact_chunks = (int(bound.strip("=")) if bound else
+                              app.config["KB_STORE_EXACT_CHUNKS"]) if plus else 0
+
+    def measured(store, table, filters, wanted, modes) -> dict[str, tuple[float, float]]:
+        """Recall@10 and p50 (ms) of each mode, the modes interleaved question by
+        question."""
+        found: dict[str, list[float]] = {m: [] for m in modes}
+        timings: dict[str, list[float]] = {m: [] for m in modes}
         for vector in queries:
             scores = vectors @ vector
-            started = time.perf_counter()
-            got = {h.chunk.doc_id for h in store.search(table, vector, "", filters,
-                                                        limit=10, alpha=None)}
-            timings.append(time.perf_counter() - started)
             exact = {str(i) for i in np.argsort(-np.where(wanted, scores, -2))[:10]}
-            found.append(len(got & exact) / 10)
-        return statistics.fmean(found), statistics.median(timings) * 1000
+            for mode in modes:
+                configure(store, mode)
+                started = time.perf_counter()
+                got = {h.chunk.doc_id for h in store.search(table, vector, "", filters,
+                                                            limit=10, alpha=None)}
+                timings[mode].append(time.perf_counter() - started)
+                found[mode].append(len(got & exact) / 10)
+        return {m: (statistics.fmean(found[m]), statistics.median(timings[m]) * 1000)
+                for m in modes}
 
     with app.app_context():
         store, table = index_of(uid, params)
         for ef in efs:
             store.ef_search = ef
-            plain, p50 = measured(store, table, [], np.ones(len(vectors), bool))
+            (plain, p50), = measured(store, table, [], np.ones(len(vectors), bool),
+                                     modes[:1]).values()
             print(f"hnsw.ef_search {ef}: recall@10 {plain:.3f}, the store's search alone "
                   f"(no embedding) p50 {p50:.2f} ms ({samples} questions, load "
                   f"{os.getloadavg()[0]:.1f})")
-            for mode in modes:
-                store.iterative, _, gathered = mode.partition("*")
-                store.gathered = int(gathered or 1)
-                figures = []
-                for label, (condition, wanted) in kept.items():
-                    found, p50 = measured(store, table, [condition], wanted)
-                    figures.append(f"a filter keeping {label} {found:.3f} (p50 {p50:.2f} ms)")
-                print(f"hnsw.ef_search {ef}, iterative scan {mode}: recall@10 with "
-                      + ", with ".join(figures))
+            for label, (condition, wanted) in kept.items():
+                for mode, (found, p50) in measured(store, table, [condition], wanted,
+                                                   modes).items():
+                    print(f"hnsw.ef_search {ef}, a filter keeping {label}, {mode}: "
+                          f"recall@10 {found:.3f}, p50 {p50:.2f} ms (load "
+                          f"{os.getloadavg()[0]:.1f})")
 
 
 def fill_file(app, vectors) -> None:
@@ -184,9 +208,12 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--ef", default="100,200,400",
                         help="hnsw.ef_search values whose recall is measured")
-    parser.add_argument("--iterative", default="strict_order,relaxed_order,relaxed_order*4",
+    parser.add_argument("--iterative", default="relaxed_order*4,relaxed_order*4+exact",
                         help="pgvector's hnsw.iterative_scan modes measured with filters; "
-                             "*n: the filtered scan gathers n rows per row asked for")
+                             "*n: the filtered scan gathers n rows per row asked for; "
+                             "+exact[=n]: a filter at most KB_STORE_EXACT_CHUNKS (n) rows "
+                             "pass ranks them exactly (else never), interleaved question "
+                             "by question")
     parser.add_argument("--m", type=int, default=HNSW_M, help="the HNSW graph's links")
     parser.add_argument("--ef-construction", type=int, default=HNSW_EF_CONSTRUCTION)
     parser.add_argument("--compare", action="store_true",

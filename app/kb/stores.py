@@ -23,7 +23,12 @@ _ENGINES = "quarry.kb_stores"
 
 
 class _Engines(dict):
-    """This process's engines on the vector stores, by store name (made on first use)."""
+    """This process's engines on the vector stores, by store name (made on first use), and
+    the tables of each that its searches have opened (PgVectorIndex.opened)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: dict[str, set[str]] = {}
 
     def dispose(self) -> None:
         for engine in self.values():
@@ -102,7 +107,9 @@ def pgvector_store(name: str) -> PgVectorIndex:
         if url is None:
             raise unknown_store(name, False)
         engine = engines.setdefault(name, _engine(url))
-    return PgVectorIndex(name, engine, current_app.config["KB_HNSW_EF_SEARCH"])
+    return PgVectorIndex(name, engine, current_app.config["KB_HNSW_EF_SEARCH"],
+                         current_app.config["KB_STORE_EXACT_CHUNKS"],
+                         engines.opened.setdefault(name, set()))
 
 
 def _engine(url: str) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from sqlalchemy.engine import make_url
 
 from app import create_app
@@ -337,12 +338,28 @@ def _clustered(count: int, dimension: int) -> tuple[Any, Any]:
     return tuple(m / np.linalg.norm(m, axis=1, keepdims=True) for m in (documents, questions))
 
 
-def test_a_selective_filter_still_answers_the_full_limit_of_nearest_rows(make_app, tmp_path,
-                                                                         vectors_url):
-    # 12 000 chunks (fewer, and PostgreSQL reads them all instead of the HNSW index), a
-    # filter that keeps a hundredth of them, HNSW's candidate list 40 long: the index scan
-    # goes on until enough rows pass, and the ten answered are the ten nearest that do
-    # (pgvector's strict_order scan missed one to three of them for some questions).
+def _executed_indexes(plan: dict) -> set[str]:
+    """The indexes the nodes of an EXPLAIN ANALYZE plan that ran read."""
+    ran = plan.get("Actual Loops", 0) > 0
+    names = {plan["Index Name"]} if ran and "Index Name" in plan else set()
+    for child in plan.get("Plans", []):
+        names |= _executed_indexes(child)
+    return names
+
+
+def test_a_selective_filter_answers_the_nearest_passing_rows_exactly_or_by_the_index(
+        make_app, tmp_path, vectors_url):
+    # 12 000 chunks, a filter that keeps a hundredth of them (120 rows), HNSW's candidate
+    # list 40 long. Those 120 rows are at most KB_STORE_EXACT_CHUNKS: they are found through the
+    # metadata index and ranked exactly, the HNSW index unread (EXPLAIN ANALYZE of the
+    # statement sent). With KB_STORE_EXACT_CHUNKS 100, fewer than pass, the other side of the
+    # statement answers: the walk (at this size PostgreSQL's planner prefers reading the
+    # table to walking the graph for 40 rows; at 100 000 chunks it walks:
+    # bench/kb_pgvector.py), and its ten are the ten nearest too.
+    from app.kb.index import Filter
+    from app.kb.pgvector import vector_text
+    from app.kb.stores import pgvector_store
+
     documents, questions = _clustered(12_000, 32)
 
     def answer(body):
@@ -353,9 +370,12 @@ def test_a_selective_filter_still_answers_the_full_limit_of_nearest_rows(make_ap
                               for i, text in enumerate(body["input"])]}
 
     with endpoint_pair(answer) as (urls, _):
-        client = make_app(KB_DIR=str(tmp_path / "kb"), KB_STORES={"vectors": vectors_url},
-                          EMBEDDING_ENDPOINTS=urls[0], KB_HNSW_EF_SEARCH=40,
-                          KB_INSERT_BATCH_ROWS=3000).test_client()
+        settings = {"KB_DIR": str(tmp_path / "kb"), "KB_STORES": {"vectors": vectors_url},
+                    "EMBEDDING_ENDPOINTS": urls[0], "KB_HNSW_EF_SEARCH": 40,
+                    "KB_INSERT_BATCH_ROWS": 3000}
+        exact = make_app(**settings)
+        walked = make_app(**settings, KB_STORE_EXACT_CHUNKS=100)  # the same stores
+        client = exact.test_client()
         ok(client, f"CREATE KNOWLEDGE_BASE mindsdb.narrow USING storage = vectors, "
                    f"metadata_columns = ['bucket'], embedding_model = {{'provider': "
                    f"'openai', 'model_name': 'clustered', 'base_url': '{urls[0]}'}}")
@@ -364,11 +384,47 @@ def test_a_selective_filter_still_answers_the_full_limit_of_nearest_rows(make_ap
             "knowledge_base": {"rows": [{"id": i, "content": f"doc {i}", "bucket": i % 100}
                                         for i in range(len(documents))]}})
         assert put.status_code == 200 and put.get_json()["rows"] == len(documents), put.text
+        table = rows(ok(client, "DESCRIBE KNOWLEDGE_BASE mindsdb.narrow"))[0][
+            "STORAGE"].split(".")[1]
         kept = [i for i in range(len(documents)) if i % 100 == 42]
-        for n, question in enumerate(questions):
-            nearest = sorted(kept, key=lambda i: -documents[i] @ question)[:10]
-            found = rows(ok(client, f"SELECT id, distance FROM mindsdb.narrow WHERE "
-                                    f"content = 'question {n}' AND bucket = 42 LIMIT 10"))
-            assert [r["id"] for r in found] == [str(i) for i in nearest], n
-            assert [r["distance"] for r in found] == pytest.approx(
-                [1 - documents[i] @ question for i in nearest], abs=1e-5)
+        for app in (exact, walked):
+            for n, question in enumerate(questions):
+                nearest = sorted(kept, key=lambda i: -documents[i] @ question)[:10]
+                found = rows(ok(app.test_client(), f"SELECT id, distance FROM "
+                                f"mindsdb.narrow WHERE content = 'question {n}' AND "
+                                "bucket = 42 LIMIT 10"))
+                assert [r["id"] for r in found] == [str(i) for i in nearest], (app, n)
+                assert [r["distance"] for r in found] == pytest.approx(
+                    [1 - documents[i] @ question for i in nearest], abs=1e-5)
+            # The statement those searches sent, explained as it runs: which indexes it read
+            with app.app_context():
+                store = pgvector_store("vectors")
+                statement, values = store.ranking_statement(
+                    store._table(table), [Filter("bucket", "=", 42)],
+                    vector_text(questions[0]), 10)
+                with store._transaction(read=True) as conn:
+                    conn.execute("SET hnsw.iterative_scan = relaxed_order")
+                    plan = conn.execute(sql.SQL(
+                        "EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
+                        values).fetchone()[0][0]["Plan"]
+            if app is exact:  # the passing rows found through the metadata index
+                read = _executed_indexes(plan)
+                assert f"{table}_meta" in read and f"{table}_vec" not in read, plan
+
+
+def test_a_table_without_the_metadata_index_gets_it_at_the_first_filtered_search(
+        client, make_app, tmp_path, vectors_url):
+    make_kb(client, "older", ", storage = vectors.older_chunks")
+    url = make_url(vectors_url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+    with psycopg.connect(url, autocommit=True) as conn:  # as a table made before it was
+        conn.execute("DROP INDEX older_chunks_meta")
+    question = ("SELECT id FROM mindsdb.older WHERE content = 'paper jam' AND category = "
+                "'hardware'")
+    # a worker that has not opened the table yet
+    fresh = make_app(KB_DIR=str(tmp_path / "kb"), KB_STORES={"vectors": vectors_url})
+    assert {r["id"] for r in rows(ok(fresh.test_client(), question))} == {"3"}
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = "
+                            "'older_chunks_meta'").fetchone()[0].endswith(
+            "USING gin (metadata jsonb_path_ops)")
