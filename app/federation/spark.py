@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -316,8 +317,13 @@ class SparkSession:
         try:
             self.spark.interruptTag(self.tag)
         finally:
-            for source in list(self._jdbc_sources.values()):
+            sources = list(self._jdbc_sources.values())
+            for source in sources:
                 cancel_marked(source, self.marker)
+            # A task Spark launched before its interrupt arrived may open its read after
+            # that sweep (seen on a loaded machine): sweep again for a few seconds, apart.
+            threading.Thread(target=_sweep, args=(sources, self.marker), daemon=True,
+                             name="quarry-spark-sweep").start()
 
     def close(self) -> None:
         try:
@@ -329,6 +335,17 @@ class SparkSession:
 
     def _errors(self) -> _SparkErrors:
         return _SparkErrors(self.engine)
+
+
+_SWEEPS, _SWEEP_EVERY_S = 12, 0.25
+
+
+def _sweep(sources: list[DataSource], marker: str) -> None:
+    """Stop the reads carrying ``marker`` that appear in the next ~3 s."""
+    for _ in range(_SWEEPS):
+        time.sleep(_SWEEP_EVERY_S)
+        for source in sources:
+            cancel_marked(source, marker)
 
 
 class _SparkErrors:

@@ -211,7 +211,8 @@ def cancel_marked(source: DataSource, marker: str) -> int:
         if source.dialect == "postgresql":
             rows = driver.execute(
                 "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
-                "WHERE query LIKE %s AND pid <> pg_backend_pid()", (pattern,)).fetchall()
+                "WHERE query LIKE %s AND state <> 'idle' AND pid <> pg_backend_pid()",
+                (pattern,)).fetchall()
             return sum(1 for row in rows if row[0])
         with driver.cursor() as cursor:
             cursor.execute("SELECT ID FROM information_schema.PROCESSLIST "
