@@ -22,9 +22,9 @@ from flask import current_app
 
 from ..errors import QuarryError, Unprocessable
 from ..kb.index import Filter
-from ..services import audit
 from ..services import knowledge_bases as kb_service
 from .completions import Endpoint
+from .tools import record_call
 
 DEFAULT_PROMPT = (
     "Answer the question from the context below: the passages of a knowledge base that best "
@@ -70,20 +70,12 @@ def _documents(project: str, name: str, body: dict[str, Any]) -> list[dict[str, 
                                  limit=body["limit"], alpha=None if keywords is None else 0.5,
                                  words=keywords)
     except QuarryError as exc:
-        _record(label, project, None, started, exc.detail)
+        record_call(label, project, None, started, "error", exc.detail)
         raise
-    _record(label, project, len(hits), started, None)
+    record_call(label, project, len(hits), started, "ok", None)
     return [{"id": hit["id"], "chunk_id": hit["chunk_id"], "content": hit["chunk_content"],
              "metadata": hit["metadata"], "relevance": hit["relevance"], "rank": rank}
             for rank, hit in enumerate(hits, 1)]
-
-
-def _record(label: str, project: str, rows: int | None, started: float,
-            error: str | None) -> None:
-    audit.record_statement(label, project, rows, (time.perf_counter() - started) * 1000.0,
-                           "error" if error else "ok", None, history={
-                               "outcome": "error" if error else "table",
-                               "error_message": error, "database": project})
 
 
 __all__ = ["DEFAULT_PROMPT", "complete"]

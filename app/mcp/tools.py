@@ -209,17 +209,18 @@ def _recorded(label: str, source: str | None, run: Callable[[], dict[str, Any]]
     try:
         table = run()
     except QuarryError as exc:
-        _record(label, source, None, started, "error", exc.detail)
+        record_call(label, source, None, started, "error", exc.detail)
         raise ToolError(exc.detail) from None
     except SqlError as exc:
-        _record(label, source, None, started, "error", exc.message)
+        record_call(label, source, None, started, "error", exc.message)
         raise ToolError(exc.message) from None
-    _record(label, source, len(table["rows"]), started, "ok", None)
+    record_call(label, source, len(table["rows"]), started, "ok", None)
     return table
 
 
-def _record(label: str, source: str | None, rows: int | None, started: float, outcome: str,
-            message: str | None) -> None:
+def record_call(label: str, source: str | None, rows: int | None, started: float,
+                outcome: str, message: str | None) -> None:
+    """The audit record (and history entry) of a call that is no statement."""
     audit.record_statement(label, source, rows, (time.perf_counter() - started) * 1000.0,
                            outcome, None, history={
                                "outcome": "table" if outcome == "ok" else "error",
@@ -301,5 +302,5 @@ def search_knowledge_base(project: str, name: str, arguments: dict[str, Any]
     return _recorded(f"-- MCP search_knowledge_base {project}.{name}", project, run)
 
 
-__all__ = ["SEARCH_ARGUMENTS", "ToolError", "cut", "error_result", "run_sql",
+__all__ = ["SEARCH_ARGUMENTS", "ToolError", "cut", "error_result", "record_call", "run_sql",
            "search_knowledge_base", "server_tools", "table_result", "tool_set"]
