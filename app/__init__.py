@@ -32,6 +32,7 @@ from .mindsdb.runs import init_jobs, start_jobs
 from .ops import init_ops
 from .security import init_auth
 from .services.audit import init_audit
+from .services.auth import check_hash_method
 from .services.credentials import instance_key
 from .services.databases import init_databases
 from .services.files import file_tables, remove_stale_parts
@@ -64,6 +65,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
                            f"{MAX_JSON_DEPTH_CEILING}, not {settings['MAX_JSON_DEPTH']}")
 
     check_kb_stores(settings["KB_STORES"])
+    check_hash_method(settings["PASSWORD_HASH"])
 
     app = Flask(__name__, instance_path=instance_path)
     app.config.update(settings)

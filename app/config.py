@@ -237,6 +237,9 @@ SETTINGS: list[Setting] = [
             "but /api/status, /api/login and the liveness probe /api/util/ping"),
     Setting("SESSION_TTL_S", 12 * 3600, int,
             "Lifetime of a sign-in session, in seconds"),
+    Setting("PASSWORD_HASH", "scrypt:32768:8:1", str,
+            "How passwords are hashed: scrypt:N:r:p (N a power of two) or "
+            "pbkdf2:sha256|sha512:iterations; a hash made with another method still checks"),
     Setting("LOGIN_MAX_FAILURES", 5, int,
             "Failed sign-ins allowed for one user name from one client address in "
             "LOGIN_WINDOW_S; further attempts of that user from that address get 429"),

@@ -38,6 +38,11 @@ STORES = ["sqlite", "postgresql"]
 # Every test app has an encryption key (as the default `make serve` makes one): agents' API
 # keys and databases' passwords are refused without one. A test about that sets it to None.
 TEST_KEY = Fernet.generate_key().decode()
+# Passwords are hashed with one PBKDF2 round in the tests' apps and servers: the default
+# scrypt (~0.1 s of CPU a hash, by design) was a twentieth of the suite's CPU, spent on
+# sign-ins that test everything but the hash. tests/auth/test_login.py and test_abuse.py
+# keep the default where it matters (what is stored; an unknown user costs a real check).
+TEST_PASSWORD_HASH = "pbkdf2:sha256:1"
 
 
 def _migrate(url: str, instance: str) -> None:
@@ -171,7 +176,8 @@ def make_app(store_url, session_dir) -> Iterator[Callable[..., Flask]]:
         # No jobs' scheduler thread unless a test asks for one (tests/jobs/): it would
         # look at the store in the background of tests that count their statements.
         settings = {"DATABASE_URL": store_url, "INSTANCE_PATH": session_dir, "TESTING": True,
-                    "ENCRYPTION_KEY": TEST_KEY, "JOBS_SCHEDULER": False}
+                    "ENCRYPTION_KEY": TEST_KEY, "JOBS_SCHEDULER": False,
+                    "PASSWORD_HASH": TEST_PASSWORD_HASH}
         settings.update(config)
         app = create_app(settings)
         apps.append(app)

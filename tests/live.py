@@ -19,7 +19,7 @@ import requests
 from app import create_app
 from app.config import load_settings
 from app.extensions import db
-from tests.conftest import SHARED_DEMO, TEST_KEY
+from tests.conftest import SHARED_DEMO, TEST_KEY, TEST_PASSWORD_HASH
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -33,10 +33,11 @@ def free_port() -> int:
 
 def quarry_env(**settings: str) -> dict[str, str]:
     """This environment without any QUARRY_* of the caller's, plus ``settings`` (and the
-    tests' encryption key, unless ``settings`` give another or ""; and the session's demo
-    file, read only, unless they give another DEMO_PATH)."""
+    tests' encryption key, unless ``settings`` give another or ""; their cheap password
+    hash; and the session's demo file, read only, unless they give another DEMO_PATH)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
     env["QUARRY_ENCRYPTION_KEY"] = TEST_KEY
+    env["QUARRY_PASSWORD_HASH"] = TEST_PASSWORD_HASH
     if "path" in SHARED_DEMO:
         env["QUARRY_DEMO_PATH"] = SHARED_DEMO["path"]
     env.update(settings)

@@ -127,7 +127,7 @@ def create_user(name: str, password: str, *, admin: bool = False) -> User:
     _check_password(password)
     role = "admin" if admin else "member"
     user = User(name=name, name_key=_user_key(name), role=role,
-                password_hash=generate_password_hash(password))
+                password_hash=_hash(password))
     db.session.add(user)
     audit.record_change("user", "create", name, None, {"name": name, "role": role})
     try:
@@ -151,7 +151,7 @@ def set_password(name: str, password: str) -> None:
     """Change a password and end the user's sessions, so an old sign-in cannot outlive it."""
     _check_password(password)
     user = get_user(name)
-    user.password_hash = generate_password_hash(password)
+    user.password_hash = _hash(password)
     for session in user.sessions:
         session.revoked = True
     audit.record_change("user", "update", user.name, {"password": "********"},
@@ -203,6 +203,27 @@ def revoke_token(token_id: int) -> ApiToken:
     return row
 
 
+# scrypt:N:r:p (werkzeug's default is scrypt:32768:8:1) or pbkdf2:hash:iterations; the
+# method is named in what is stored, so a change of method leaves old passwords valid.
+_HASH_METHOD = re.compile(r"scrypt:(?P<n>[0-9]{1,9}):(?P<r>[0-9]{1,3}):(?P<p>[0-9]{1,3})"
+                          r"|pbkdf2:(?:sha256|sha512):(?P<iterations>[0-9]{1,9})")
+
+
+def check_hash_method(method: str) -> None:
+    """Refuse, at start, a PASSWORD_HASH that werkzeug would refuse at the first sign-up."""
+    match = _HASH_METHOD.fullmatch(method)
+    numbers = {k: int(v) for k, v in match.groupdict().items() if v} if match else {}
+    n = numbers.get("n", 2)
+    if match is None or min(numbers.values()) < 1 or n < 2 or n & (n - 1):
+        raise RuntimeError(f"QUARRY_PASSWORD_HASH is not valid: {method!r}; use "
+                           "scrypt:N:r:p (N a power of two, r and p at least 1) or "
+                           "pbkdf2:sha256:iterations (or sha512)")
+
+
+def _hash(password: str) -> str:
+    return generate_password_hash(password, method=current_app.config["PASSWORD_HASH"])
+
+
 # -------------------------------------------------------------------------- sign-in
 
 
@@ -211,7 +232,7 @@ def _dummy_hash() -> str:
     # unknown user costs the same scrypt run as a wrong password.
     cached = current_app.extensions.get("quarry.auth_dummy_hash")
     if cached is None:
-        cached = generate_password_hash(secrets.token_hex(16))
+        cached = _hash(secrets.token_hex(16))
         current_app.extensions["quarry.auth_dummy_hash"] = cached
     return cached
 

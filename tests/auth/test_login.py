@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
+from app.config import SETTINGS
 from app.extensions import db
 from app.store import UserSession
 from app.store.types import utcnow
@@ -171,13 +172,35 @@ def test_forged_forwarded_proto_is_ignored_without_a_proxy(auth_app, alice):
     assert "secure" not in _cookie_attributes(response)
 
 
-def test_store_keeps_only_hashes(auth_app, auth_client, alice):
+@pytest.mark.parametrize("method, stored", [(None, "scrypt:32768:8:1$"),
+                                            ("pbkdf2:sha512:1000", "pbkdf2:sha512:1000$")])
+def test_store_keeps_only_hashes(make_auth_app, method, stored):
+    # The default (None: the tests' apps otherwise get a cheap method) and a chosen one.
+    auth_app = make_auth_app(**({"PASSWORD_HASH": method} if method else {
+        "PASSWORD_HASH": next(s.default for s in SETTINGS if s.name == "PASSWORD_HASH")}))
+    add_user(auth_app)
+    auth_client = auth_app.test_client()
     token = sign_in(auth_client).get_json()["token"]
     with auth_app.app_context():
         rows = db.session.execute(db.text(
             "SELECT u.password_hash, s.selector, s.token_hash FROM users u "
             "JOIN user_sessions s ON s.user_id = u.id")).all()
     [(password_hash, selector, token_hash)] = rows
-    assert password_hash.startswith("scrypt:") and PASSWORD not in password_hash
+    assert password_hash.startswith(stored) and PASSWORD not in password_hash
     assert token_hash not in token and token.removeprefix("qs_")[16:] not in token_hash
     assert selector == token[3:19]
+
+
+@pytest.mark.parametrize("method", ["scrypt", "scrypt:1000:8:1", "scrypt:16384:0:1",
+                                    "pbkdf2:md5:1000", "pbkdf2:sha256:0", "plain", ""])
+def test_a_password_hash_werkzeug_cannot_make_stops_the_start(make_app, method):
+    with pytest.raises(RuntimeError, match="QUARRY_PASSWORD_HASH is not valid"):
+        make_app(PASSWORD_HASH=method)
+
+
+def test_a_password_hashed_by_another_method_still_signs_in(make_auth_app):
+    # An operator who changes PASSWORD_HASH keeps the users made before: the stored hash
+    # names its method.
+    add_user(make_auth_app(PASSWORD_HASH="pbkdf2:sha256:1000"))
+    app = make_auth_app(PASSWORD_HASH="scrypt:16384:8:1")
+    assert sign_in(app.test_client()).status_code == 200
