@@ -145,6 +145,9 @@ class SparkSession:
         self._jdbc_sources: dict[str, DataSource] = {}
         self._frame: Any = None
         self._lock = threading.Lock()
+        # Spark has no JSON type: a JSON column of a leg (a knowledge base's metadata,
+        # PostgreSQL's json/jsonb) is text in its answer, as it is on its JDBC reads.
+        self.json_columns: list[int] = []
 
     # -- legs --------------------------------------------------------------------------------
 
