@@ -331,6 +331,9 @@ def select_federated(select: Select | CombiningQuery, ctx: Context) -> Body | No
                                          ctx.registry.get(ctx.db), limits, ctx.statement,
                                          given)
     body = table_body(result.columns, result.rows, ctx)
+    # Which engine joined it, as a statement over data sources alone says (Spark's answer
+    # differs: a JSON column is its text there).
+    body["context"].update(federation.engine_context(result.engine, result.note))
     if result.truncated:
         body["truncated"] = True
     return body
