@@ -13,6 +13,7 @@ configuration is locked so that a statement cannot switch any of it back on.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -28,6 +29,12 @@ from ..sql.formats import pa  # pyarrow, imported with the first federated state
 
 EXTENSION_KEY = "quarry.federation"
 _BATCH_VIEW = "quarry_batch"
+# How a leg's Arrow field says that its text is JSON (Arrow's canonical JSON extension type,
+# written as the field metadata it travels as, which pyarrow 18 can make too): DuckDB makes
+# such a column of its JSON type, and a column of the answer that is still JSON goes back to
+# the caller as the value it holds (``json_values``), as the one-source answer gives a
+# PostgreSQL json/jsonb column or a knowledge base's metadata.
+JSON_FIELD = {b"ARROW:extension:name": b"arrow.json", b"ARROW:extension:metadata": b""}
 
 
 class EngineError(Exception):
@@ -164,6 +171,7 @@ class Session:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._tables: dict[str, pa.Schema] = {}
+        self.json_columns: list[int] = []  # of the running statement's answer
         # Legs are fetched in parallel; one DuckDB connection takes one call at a time.
         self._lock = threading.Lock()
 
@@ -257,10 +265,16 @@ class Session:
                               f"read_parquet({_string(path)}){limit}")
 
     def run(self, sql: str) -> list[str]:
-        """Start the engine statement; its column names (read it with ``batches``)."""
+        """Start the engine statement; its column names (read it with ``batches``, and
+        its JSON columns' text as values with ``json_values``)."""
         with _engine_errors():
             self._result = self.conn.execute(sql)
-            return [d[0] for d in self._result.description or ()]
+            described = self._result.description or ()
+            # DuckDB's Arrow answer has plain text for a JSON column (it writes the JSON
+            # extension type only with arrow_lossless_conversion, which would change other
+            # types too); its description still says JSON.
+            self.json_columns = [i for i, d in enumerate(described) if str(d[1]) == "JSON"]
+            return [d[0] for d in described]
 
     def batches(self, rows: int = 10_000) -> Iterator[pa.RecordBatch]:
         """The running statement's result, as record batches of about ``rows`` rows."""
@@ -287,6 +301,19 @@ class Session:
 def _string(text: str) -> str:
     """A DuckDB string literal of ``text`` (a path Quarry made, never a caller's text)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+def json_field(name: str) -> pa.Field:
+    """A leg's column of JSON text, which the engine holds as its JSON type."""
+    return pa.field(name, pa.string(), metadata=JSON_FIELD)
+
+
+def json_values(values: list[Any]) -> list[Any]:
+    """A JSON column's text (valid JSON: Quarry wrote the legs', DuckDB checks what it
+    casts) as the objects, lists, numbers … it holds, read by ``json.loads`` as psycopg
+    reads a one-source answer's json/jsonb (orjson, faster, would make an integer beyond
+    64 bits a float); NULL stays None."""
+    return [None if v is None else json.loads(v) for v in values]
 
 
 def key_kind(kind: pa.DataType) -> str | None:

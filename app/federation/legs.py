@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,15 +25,17 @@ from ..sql.formats import (
     arrow_column,
     columns_of,
     declared_type,
+    dumps_rows,
     pa,  # pyarrow, imported with the first federated statement
     value_type,
 )
 from ..sql.gate import gate
+from ..sql.pgtypes import JSON, JSONB
 from ..sql.running import Statement
 from ..sql.sources import DataSource, SourceRegistry
 from ..sql.stream import open_stream
 from . import files
-from .engine import Session
+from .engine import Session, json_field
 from .plan import Leg
 
 # Column types a dynamic filter compares with keys (``dynamic.py``): PostgreSQL's OIDs and
@@ -215,13 +217,14 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
         kinds = [declared_type(stream.dialect, spec) for spec in stream.types] \
             or [None] * len(stream.columns)
         names = [c.lower() for c in stream.columns]
+        json = _json_columns(stream)
         for batch in stream.batches():
             if stream.native == "arrow" and stream.dialect == "postgresql":
                 batch = _conform(batch, names, kinds)  # read by ADBC, every type declared
             elif stream.native == "arrow":  # read by connectorx, typed as the row path
                 batch = batch.rename_columns(names)
             else:
-                batch = record_batch(batch, names, kinds)
+                batch = record_batch(batch, names, kinds, json)
             if not batch.num_rows:
                 continue  # a native reader's last batch may be empty: nothing to append
             session.append(leg.name, batch)
@@ -231,22 +234,41 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
             raise SqlError(ErrorCode.TOO_MANY_ROWS,
                            f"The leg on {leg.label()} returns more than {max_rows} rows "
                            "(FEDERATION_MAX_LEG_ROWS); add a condition on that table")
-        schema = pa.schema([pa.field(n, k if k is not None else pa.null())
-                            for n, k in zip(names, kinds, strict=True)])
+        schema = pa.schema([json_field(n) if i in json else
+                            pa.field(n, k if k is not None else pa.null())
+                            for i, (n, k) in enumerate(zip(names, kinds, strict=True))])
         session.ensure(leg.name, schema)
     finally:
         stream.close()
     return rows
 
 
-def record_batch(batch: list, names: list[str], kinds: list[pa.DataType | None]
-                  ) -> pa.RecordBatch:
-    arrays = []
-    for values, kind, name in zip(columns_of(batch, len(names)), kinds, names, strict=True):
-        if kind is None:  # a type the driver does not declare (SQLite, MariaDB text)
+def _json_columns(stream: Any) -> frozenset[int]:
+    """The columns of a leg that are PostgreSQL json/jsonb: JSON in the engine, so that
+    the answer gives their values as the one-source answer does (psycopg's objects), not
+    their text. (MariaDB's JSON is text to its driver and in a one-source answer alike.)"""
+    if stream.dialect != "postgresql" or not stream.types:
+        return frozenset()
+    return frozenset(i for i, spec in enumerate(stream.types)
+                     if spec and spec[0] in (JSON, JSONB))
+
+
+def record_batch(batch: list, names: list[str], kinds: list[pa.DataType | None],
+                 json: Collection[int] = ()) -> pa.RecordBatch:
+    """``json``: the columns whose values are JSON values (a dict, a list, a str …), which
+    go to the engine as their JSON text in a field that the engine makes of its JSON
+    type."""
+    arrays, fields = [], []
+    for i, (values, kind, name) in enumerate(zip(columns_of(batch, len(names)), kinds, names,
+                                                 strict=True)):
+        if i in json:  # each value as its JSON text (psycopg gives a jsonb string as a str)
+            values, kind = [None if v is None else dumps_rows(v).decode() for v in values], \
+                pa.string()
+        elif kind is None:  # a type the driver does not declare (SQLite, MariaDB text)
             kind = pa.null() if all(v is None for v in values) else value_type(values)
         arrays.append(arrow_column(values, kind, name))
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+        fields.append(json_field(name) if i in json else pa.field(name, kind))
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _conform(batch: pa.RecordBatch, names: list[str], kinds: list[pa.DataType | None]

@@ -34,7 +34,7 @@ from ..sql.stream import Cursor, TableStream, open_stream
 from ..sql.syntax import parse_sqlglot
 from . import dynamic
 from . import legs as leg_runner
-from .engine import EngineError, current_engine, engine_error
+from .engine import EngineError, current_engine, engine_error, json_values
 from .plan import (
     Leg,
     Link,
@@ -78,6 +78,7 @@ class Given:
     columns: list[str]
     rows: list[tuple[Any, ...]]
     label: str = ""              # what EXPLAIN and the legs' filters call it
+    json: tuple[str, ...] = ()   # columns of JSON values (a dict …): JSON in the engine
 
 
 @dataclass
@@ -253,6 +254,7 @@ def open_federated_stream(query: str, registry: SourceRegistry, context: DataSou
         run.close()
         raise
     pending: list[tuple] = []
+    json = run.session.json_columns
 
     def fetch(size: int) -> list[tuple]:
         try:
@@ -260,14 +262,17 @@ def open_federated_stream(query: str, registry: SourceRegistry, context: DataSou
                 batch = next(batches, None)
                 if batch is None:
                     break
-                pending.extend(zip(*[c.to_pylist() for c in batch.columns], strict=True))
+                pending.extend(zip(*_values(batch, json), strict=True))
         except (EngineError, SparkFailure) as exc:
             raise run.engine_failure(exc) from None
         rows = pending[:size]
         del pending[:size]
         return rows
 
-    cursor = Cursor(names, fetch, lambda _complete: run.close())
+    # Only a JSON column's type is declared (its values go out as an Arrow stream's text,
+    # as a one-source json/jsonb column's do); the others' come from their values.
+    types = [("JSON", None, None) if i in json else None for i in range(len(names))]
+    cursor = Cursor(names, fetch, lambda _complete: run.close(), types)
     stream = TableStream(_ENGINE_SOURCE, _Detached(), cursor, run.statement, run.timeout,
                          limits.max_rows)
     stream.context = engine_context(run.engine_name, run.note)
@@ -357,8 +362,9 @@ class _Run:
             self.plan, registry, self.statement, deadline, spark=not empty)
         for name, table in self.given.items():
             names = [column.lower() for column in table.columns]
+            json = {names.index(column.lower()) for column in table.json}
             self.session.append(name, leg_runner.record_batch(
-                [] if empty else table.rows, names, [None] * len(names)))
+                [] if empty else table.rows, names, [None] * len(names), json))
         if isinstance(self.session, SparkSession):
             self.session.cap = self.limits.max_rows + 1
             self._load_spark()
@@ -732,27 +738,38 @@ def _guard(statement: Statement, timeout: float, work: Any) -> Any:
 def _engine(run: _Run) -> tuple[list[str], list[tuple], bool]:
     columns = run.start_engine()
     try:
-        rows = _fetch(run.session.batches(), run.limits)
+        rows = _fetch(run.session.batches(), run.limits, run.session.json_columns)
     except (EngineError, SparkFailure) as exc:
         raise run.engine_failure(exc) from None
     truncated = len(rows) > run.limits.max_rows
     return shown_names(run.plan, columns), rows[:run.limits.max_rows], truncated
 
 
-def _fetch(reader: Any, limits: Limits) -> list[tuple]:
+def _values(batch: Any, json: list[int]) -> list[list]:
+    """The columns of one batch of the engine's answer as Python values; a JSON column's
+    as the values its text holds (``engine.json_values``)."""
+    return _parsed([column.to_pylist() for column in batch.columns], json)
+
+
+def _parsed(columns: list[list], json: list[int]) -> list[list]:
+    for i in json:
+        columns[i] = json_values(columns[i])
+    return columns
+
+
+def _fetch(reader: Any, limits: Limits, json: list[int]) -> list[tuple]:
     rows: list[tuple] = []
     spent = 0
     for batch in reader:
         columns = [column.to_pylist() for column in batch.columns]
-        chunk = list(zip(*columns, strict=True))
-        rows.extend(chunk)
-        if limits.max_bytes is not None:
-            spent += sum([len(v) for row in chunk for v in row
+        if limits.max_bytes is not None:  # a JSON column counts as its text
+            spent += sum([len(v) for values in columns for v in values
                           if v.__class__ is str or v.__class__ is bytes])
             if spent > limits.max_bytes:
                 raise SqlError(ErrorCode.RESPONSE_TOO_LARGE,
                                f"The result is larger than the limit of {limits.max_bytes} "
                                "bytes; select fewer rows or columns")
+        rows.extend(zip(*_parsed(columns, json), strict=True))
         if len(rows) > limits.max_rows:
             break
     return rows

@@ -145,6 +145,9 @@ class SparkSession:
         self._jdbc_sources: dict[str, DataSource] = {}
         self._frame: Any = None
         self._lock = threading.Lock()
+        # Spark has no JSON type: a JSON column of a leg (a knowledge base's metadata,
+        # PostgreSQL's json/jsonb) is text in its answer, as it is on its JDBC reads.
+        self.json_columns: list[int] = []
 
     # -- legs --------------------------------------------------------------------------------
 
@@ -278,6 +281,8 @@ class SparkSession:
     def _register_local(self) -> None:
         for table, batches in self._local.items():
             data = pa.Table.from_batches(batches, schema=self._schemas[table])
+            # Plain fields: a JSON column's mark (``engine.JSON_FIELD``) is DuckDB's to read.
+            data = pa.Table.from_arrays(data.columns, names=data.column_names)
             with self._errors():
                 if data.num_rows:
                     frame = self.spark.createDataFrame(data)

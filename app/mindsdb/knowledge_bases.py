@@ -36,7 +36,6 @@ from ..kb.index import OPERATORS, Filter
 from ..schemas.knowledge_bases import KnowledgeBaseOptions
 from ..services import knowledge_bases as kb_service
 from ..sql.errors import ErrorCode, SqlError
-from ..sql.formats import dumps_rows
 from ..sql.gate import parse_any
 from . import tables
 from .context import Context, qualified
@@ -332,6 +331,9 @@ def select_federated(select: Select | CombiningQuery, ctx: Context) -> Body | No
                                          ctx.registry.get(ctx.db), limits, ctx.statement,
                                          given)
     body = table_body(result.columns, result.rows, ctx)
+    # Which engine joined it, as a statement over data sources alone says (Spark's answer
+    # differs: a JSON column is its text there).
+    body["context"].update(federation.engine_context(result.engine, result.note))
     if result.truncated:
         body["truncated"] = True
     return body
@@ -399,7 +401,10 @@ def _searched(search: _Search, most: int) -> federation.Given:
                        "(FEDERATION_MAX_LEG_ROWS) in this statement; search it (content = "
                        "'…') or filter on its metadata")
     columns = list(kb_service.HIT_COLUMNS)
-    return federation.Given(columns, [_hit_row(hit, columns) for hit in hits], search.label)
+    # The metadata object is of the engine's JSON type: json_extract_string reads it, and
+    # the answer gives it back as the object a search alone answers.
+    return federation.Given(columns, [tuple(hit[c] for c in columns) for hit in hits],
+                            search.label, json=("metadata",))
 
 
 # Search text longer than this is cut in EXPLAIN (it is no secret, but a step stays short).
@@ -595,8 +600,3 @@ def _hits_wanted(table: exp.Table, terms: dict[str, Any], most: int) -> int:
         if isinstance(count, int) and isinstance(skip, int):
             wanted = max(wanted, count + skip)
     return min(wanted, most)
-
-
-def _hit_row(hit: dict[str, Any], columns: list[str]) -> tuple[Any, ...]:
-    # The metadata object is JSON text in the engine (json_extract_string reads it).
-    return tuple(dumps_rows(hit[c]).decode() if c == "metadata" else hit[c] for c in columns)

@@ -10,6 +10,7 @@ from typing import Any
 BOOL, BYTEA, NAME, INT8, INT2, INT4, TEXT = 16, 17, 19, 20, 21, 23, 25
 FLOAT4, FLOAT8, BPCHAR, VARCHAR, DATE, TIME = 700, 701, 1042, 1043, 1082, 1083
 TIMESTAMP, TIMESTAMPTZ, NUMERIC, UUID = 1114, 1184, 1700, 2950
+JSON, JSONB = 114, 3802
 
 # Types ADBC reads into the same Arrow type as the row-by-row path (numeric: as text,
 # cast here to the column's decimal).

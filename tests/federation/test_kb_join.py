@@ -6,11 +6,15 @@ computed here from the rows the sources hold (conftest.py) and the search alone.
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
+import json
 import os
 import shutil
 import uuid
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 
 from app import create_app
@@ -61,7 +65,7 @@ def big_tables(fed_sources):
 
 
 @pytest.fixture(scope="module")
-def query(fed_sources, big_tables, sqlite_template, session_dir, tmp_path_factory):
+def kb_app(fed_sources, big_tables, sqlite_template, session_dir, tmp_path_factory):
     store = os.path.join(session_dir, "kb-join-store.db")
     shutil.copy(sqlite_template, store)
     app = create_app({"DATABASE_URL": f"sqlite:///{store}", "INSTANCE_PATH": session_dir,
@@ -81,8 +85,13 @@ def query(fed_sources, big_tables, sqlite_template, session_dir, tmp_path_factor
     assert run("CREATE KNOWLEDGE_BASE mindsdb.codes")["type"] == "ok"
     values = ", ".join(f"('{key}', 'note {n}')" for n, key in enumerate(CODES))
     assert run(f"INSERT INTO mindsdb.codes (id, content) VALUES {values}")["type"] == "ok"
-    yield run
+    yield app
     _dispose(app)
+
+
+@pytest.fixture(scope="module")
+def query(kb_app):
+    return sql_runner(kb_app.test_client())
 
 
 def _table(body: dict) -> list[dict]:
@@ -146,7 +155,7 @@ def test_a_listing_without_content_and_a_left_join(query):
     accounts = {i for i, (_, team) in NOTES.items() if team == "accounts"}
     assert [(r["cid"], r["kid"]) for r in _table(body)] == \
         [(c[0], str(c[0]) if c[0] in accounts else None) for c in CUSTOMERS]
-    # The metadata object is JSON text in the engine.
+    # The metadata object is JSON in the engine.
     meta = _table(query("SELECT json_extract_string(kb.metadata, '$.team') AS team, c.name "
                         "FROM mindsdb.notes kb JOIN maria.customers c ON c.id = kb.id "
                         "WHERE kb.id = 2"))
@@ -334,3 +343,120 @@ def test_a_subquery_of_the_hits_cuts_the_table_to_their_ids(query):
         whole = query(sql)
         assert whole["type"] == "error" and "FEDERATION_MAX_LEG_ROWS" in \
             whole["error_message"], (sql, whole)
+
+
+def test_metadata_is_the_same_object_in_a_search_and_beside_other_tables(kb_app, query):
+    every = {str(i): {"team": team} for i, (_, team) in NOTES.items()}
+    plain = _table(query("SELECT * FROM mindsdb.notes WHERE content = 'forgot my password'"))
+    assert {r["id"]: r["metadata"] for r in plain} == every
+    for sql in [
+        # Joined to another source's table, with the hits' own columns or all of them.
+        "SELECT kb.id, kb.metadata, c.name FROM mindsdb.notes kb JOIN maria.customers c "
+        "ON c.id = kb.id WHERE kb.content = 'forgot my password'",
+        "SELECT kb.*, c.name FROM maria.customers c JOIN mindsdb.notes kb ON kb.id = c.id "
+        "WHERE kb.content = 'forgot my password' ORDER BY kb.relevance DESC",
+        # The engine over the hits alone: a CTE, a UNION of two searches.
+        "WITH h AS (SELECT * FROM mindsdb.notes WHERE content = 'forgot my password') "
+        "SELECT id, metadata FROM h ORDER BY id",
+        "SELECT id, metadata FROM mindsdb.notes WHERE content = 'printer' UNION "
+        "SELECT id, metadata FROM mindsdb.notes WHERE content = 'password'",
+    ]:
+        found = _table(query(sql))
+        assert {r["id"]: r["metadata"] for r in found} == every, sql
+    # A statement that reads a knowledge base answers one body in every format: JSON
+    # (one line of JSON lines), with the object.
+    for fmt in ("jsonlines", "csv", "arrow"):
+        response = kb_app.test_client().post("/api/sql/query", json={
+            "query": "SELECT kb.id, kb.metadata FROM mindsdb.notes kb JOIN maria.customers "
+                     "c ON c.id = kb.id WHERE kb.content = 'forgot my password'",
+            "response_format": fmt})
+        body = json.loads(response.get_data())
+        assert {r[0]: r[1] for r in body["data"]} == every, fmt
+    # Where the search found a hit and where a LEFT JOIN found none (NULL).
+    left = _table(query("SELECT c.id, kb.metadata FROM maria.customers c LEFT JOIN "
+                        "mindsdb.notes kb ON kb.id = c.id AND kb.team = 'billing' "
+                        "ORDER BY c.id"))
+    assert [(r["id"], r["metadata"]) for r in left] == [
+        (c[0], {"team": "billing"} if NOTES.get(c[0], ("", ""))[1] == "billing" else None)
+        for c in CUSTOMERS]
+    # The engine's JSON functions: a field as JSON is its value; the text of the whole as
+    # a cast writes it.
+    fields = _table(query(
+        "SELECT json_extract(kb.metadata, '$.team') AS j, json_extract_string(kb.metadata, "
+        "'$.team') AS t, CAST(kb.metadata AS VARCHAR) AS text, json_object('m', "
+        "kb.metadata) AS wrapped FROM mindsdb.notes kb JOIN maria.customers c "
+        "ON c.id = kb.id WHERE kb.id = 2"))
+    assert fields == [{"j": "accounts", "t": "accounts", "text": '{"team":"accounts"}',
+                       "wrapped": {"m": {"team": "accounts"}}}]
+
+
+# PostgreSQL json/jsonb values (as the column's text; None: NULL): objects, arrays, scalars,
+# JSON's null, an integer beyond 64 bits.
+PROFILES = [
+    (1, '{"lang": "fr", "tags": ["a", "b"], "n": 1.5}', '{"b": 1, "a": [true, null]}'),
+    (2, '[1, 2, {"x": null}]', '"just text"'),
+    (3, '"plain, \\"quoted\\" text"', "123456789012345678901234567890"),
+    (4, "null", None),
+    (5, None, '{"deep": {"er": "é 🌍"}}'),
+    (6, "42", "false"),
+]
+ONE = "SELECT id, prefs, raw FROM pg.profiles ORDER BY id"
+JOINED = ("SELECT p.id, p.prefs, p.raw FROM pg.profiles p JOIN maria.customers c "
+          "ON c.id = p.id ORDER BY p.id")
+
+
+@pytest.fixture(scope="module")
+def profiles(fed_sources):
+    with _pg(SPLIT_DB) as conn:
+        conn.execute("CREATE TABLE profiles (id integer PRIMARY KEY, prefs jsonb, raw json)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO profiles VALUES (%s, %s::jsonb, %s::json)", PROFILES)
+
+
+def test_postgresql_json_columns_answer_the_same_values_alone_and_joined(query, profiles):
+    one = query(ONE)
+    assert one["type"] == "table", one
+    assert [row[1] for row in one["data"]] == [
+        {"lang": "fr", "tags": ["a", "b"], "n": 1.5}, [1, 2, {"x": None}],
+        'plain, "quoted" text', None, None, 42]
+    assert one["data"][2][2] == 123456789012345678901234567890
+    joined = query(JOINED)
+    assert joined["data"] == one["data"]
+    # The engine reads them as JSON: a field of one, the text of another.
+    fields = _table(query(
+        "SELECT json_extract_string(p.prefs, '$.lang') AS lang, json_extract(p.raw, "
+        "'$.deep') AS deep FROM pg.profiles p JOIN maria.customers c ON c.id = p.id "
+        "WHERE p.id IN (1, 5) ORDER BY p.id"))
+    assert fields == [{"lang": "fr", "deep": None}, {"lang": None, "deep": {"er": "é 🌍"}}]
+
+
+def _streamed(app, sql: str, fmt: str) -> bytes:
+    response = app.test_client().post("/api/sql/query", json={"query": sql,
+                                                               "response_format": fmt})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.mimetype != "application/json", response.get_data(as_text=True)
+    return response.get_data()
+
+
+def test_postgresql_json_columns_stream_the_same_alone_and_joined(kb_app, profiles):
+    # JSON lines: the values; CSV: an object's or an array's JSON text; Arrow: text too
+    # (the column's declared type), for the one-source stream and the engine's alike.
+    def rows(sql: str) -> list:
+        lines = [json.loads(line) for line in
+                 _streamed(kb_app, sql, "jsonlines").decode().splitlines()]
+        return [row for batch in lines[1:-1] for row in batch]
+
+    assert rows(JOINED) == rows(ONE)
+    assert rows(ONE)[0][1] == {"lang": "fr", "tags": ["a", "b"], "n": 1.5}
+    csv_one = _streamed(kb_app, ONE, "csv").decode()
+    assert _streamed(kb_app, JOINED, "csv").decode() == csv_one
+    assert list(csv.reader(io.StringIO(csv_one)))[1] == [  # jsonb orders keys, json not
+        "1", '{"n":1.5,"lang":"fr","tags":["a","b"]}', '{"b":1,"a":[true,null]}']
+    arrow_one = pa.ipc.open_stream(_streamed(kb_app, ONE, "arrow")).read_all()
+    arrow_joined = pa.ipc.open_stream(_streamed(kb_app, JOINED, "arrow")).read_all()
+    assert arrow_one.schema.field("prefs").type == pa.string()
+    assert arrow_joined.schema.field("prefs").type == pa.string()
+    assert arrow_joined.schema.field("raw").type == pa.string()
+    assert arrow_joined.column("prefs").to_pylist() == arrow_one.column("prefs").to_pylist()
+    assert arrow_joined.column("raw").to_pylist() == arrow_one.column("raw").to_pylist()
+    assert arrow_one.column("prefs").to_pylist()[5] == "42"

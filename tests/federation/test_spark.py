@@ -515,3 +515,22 @@ def test_a_standalone_cluster_of_two_workers_runs_it(spark, squery, fquery):
     # One executor on each worker, and both ran tasks of this file's statements.
     assert len(executors) == 2, executors
     assert all(e["totalTasks"] > 0 for e in executors), executors
+
+
+def test_a_knowledge_base_joined_on_spark_answers_its_metadata_as_text(squery):
+    """A knowledge base's hits are handed to Spark as Arrow; Spark has no JSON type, so
+    its answer gives the metadata as its JSON text (DuckDB's gives the object:
+    docs/federation.md, "JSON stays JSON")."""
+    assert squery("CREATE KNOWLEDGE_BASE mindsdb.spark_notes USING metadata_columns = "
+                  "['team']")["type"] == "ok"
+    assert squery("INSERT INTO mindsdb.spark_notes (id, content, team) VALUES "
+                  "(1, 'The printer jams.', 'hardware'), "
+                  "(2, 'Forgot my password.', 'accounts')")["type"] == "ok"
+    body = squery("SELECT kb.id, kb.metadata, c.name FROM mindsdb.spark_notes kb "
+                  "JOIN maria.customers c ON c.id = kb.id WHERE kb.content = 'printer' "
+                  "ORDER BY kb.id")
+    assert body["type"] == "table", body
+    assert body["context"]["engine"] == "spark"
+    names = {c[0]: c[1] for c in CUSTOMERS}
+    assert [(row[0], json.loads(row[1]), row[2]) for row in body["data"]] == [
+        ("1", {"team": "hardware"}, names[1]), ("2", {"team": "accounts"}, names[2])]
