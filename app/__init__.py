@@ -234,7 +234,7 @@ def after_fork(app: Flask) -> None:
     its own. Two malloc arenas per worker keep the memory of large results compact. A worker
     started in place of one that died removes the upload parts the dead one left. Where the
     master preloaded the federation engine's modules, the worker opens its engine now, and a
-connection to each data source in the background.
+    connection to each data source before it takes a request (``open_sources_in_worker``).
     """
     with app.app_context():
         db.engine.dispose(close=False)

@@ -2,7 +2,7 @@
 side by side in one run, through Quarry served by gunicorn.
 
     python bench/federation.py [--scale 1] [--repeat 3]
-    python bench/federation.py --first [--scale 0.1] [--repeat 5]
+    python bench/federation.py --first [--scale 0.1] [--repeat 5] [--first-request N]
     python bench/federation.py --big-join 5000000 [--memory 268435456]
 
 Generates TPC-H with ``tpchgen-cli`` (PyPI) and loads it twice: all of it in one PostgreSQL
@@ -24,8 +24,10 @@ Then, with one gunicorn worker (so its memory is the statements'), it prints:
 may land on a worker that never ran the statement) does with statements it never saw: per
 query, the single database's median (after one warming run), the split statement's
 **first** run, then ``--repeat`` interleaved runs of both and their medians. With
-``--baseline DIR`` (another checkout), a fresh server of it runs beside this one's: each
-first run and each round on both, interleaved.
+``--baseline DIR`` (another checkout), a fresh server of it runs beside this one's, both
+started at once: each first run and each round on both, interleaved. ``--first-request
+N`` measures instead the very first request of fresh servers (TPC-H Q3 split): N rounds
+of a fresh server of each checkout in turn, one at a time.
 
 ``--big-join N`` measures instead a join of two legs of N rows each (two PostgreSQL
 databases, a view over generate_series in each) under ``--memory``: the worker's RSS growth
@@ -284,6 +286,55 @@ def queries(url: str, off_url: str, repeat: int) -> None:
         print(f"  {name}: " + ("; ".join(shown) if shown else "none"))
 
 
+def start_together(stack: contextlib.ExitStack, managers: list) -> list:
+    """Enter the ``serving`` managers at once (each stopped by ``stack``): fresh servers
+    that start one after the other would have the later ones' workers starting beside the
+    earlier ones' first statements; started together, each server's start is beside the
+    others' alike."""
+    entered: list = [None] * len(managers)
+    failures: list[BaseException] = []
+
+    def enter(i: int) -> None:
+        try:
+            entered[i] = managers[i].__enter__()
+        except BaseException as exc:  # noqa: BLE001 - raised below, the others stopped
+            failures.append(exc)
+
+    threads = [threading.Thread(target=enter, args=(i,)) for i in range(len(managers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for manager, server in zip(managers, entered, strict=True):
+        if server is not None:
+            stack.push(manager.__exit__)
+    if failures:
+        raise failures[0]
+    return entered
+
+
+def first_requests(env: dict[str, str], folder: Path, roots: list[Path], rounds: int,
+                   name: str = "Q3") -> None:
+    """A fresh server's very first request: ``rounds`` times, a fresh server of each
+    checkout in turn (one at a time), given the split ``name`` as its first request the
+    moment it answers, then the single statement 3 times (its median)."""
+    print(f"{name} split as a fresh server's first request, seconds, and / single")
+    times: dict[int, list[float]] = {i: [] for i in range(len(roots))}
+    for round_ in range(rounds):
+        for i, root in enumerate(roots):
+            with serving(env, folder, name=f"gunicorn-first-{i}", root=root) as server:
+                first, _ = timed(server.url, statement(name, True))
+                single = statistics.median(timed(server.url, statement(name, False))[0]
+                                           for _ in range(3))
+            times[i].append(first / single)
+            print(f"  round {round_ + 1} {'this' if i == 0 else 'base'}: first {first:.3f}, "
+                  f"single {single:.3f}, first/single {first / single:.2f}, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    for i, root in enumerate(roots):
+        print(f"{'this' if i == 0 else 'base'} ({root}): median first/single "
+              f"{statistics.median(times[i]):.2f}")
+
+
 def first_runs(urls: list[str], repeat: int) -> None:
     """Split statements never run before on these servers (fresh ones: this checkout's and
     the baselines'), against the single database: per query, the single database once to
@@ -468,6 +519,9 @@ def main() -> None:
                         help="with --first: the same on a fresh server of another checkout "
                              "of Quarry (e.g. a worktree of main), run beside this one's, "
                              "interleaved (may be given more than once)")
+    parser.add_argument("--first-request", type=int, default=0, metavar="ROUNDS",
+                        help="with --first: instead, ROUNDS fresh servers of each checkout "
+                             "in turn, each given a split statement as its first request")
     parser.add_argument("--big-join", type=int, default=0, metavar="ROWS",
                         help="instead of TPC-H: join two legs of ROWS rows each")
     parser.add_argument("--memory", type=int, default=MEMORY,
@@ -485,11 +539,17 @@ def main() -> None:
             env = tpch_env(args.scale, folder, timeout_s=600)
             if args.first:
                 fresh = {k: v for k, v in env.items() if k != "QUARRY_WORKERS"}
+                if args.first_request:
+                    first_requests(fresh, folder, [ROOT] + list(args.baseline),
+                                   args.first_request)
+                    return
                 with contextlib.ExitStack() as stack:
+                    roots = [ROOT] + list(args.baseline)
+                    servers = start_together(stack, [
+                        serving(fresh, folder, name=f"gunicorn-fresh-{i}", root=root)
+                        for i, root in enumerate(roots)])
                     urls = []
-                    for i, root in enumerate([ROOT] + list(args.baseline)):
-                        server = stack.enter_context(
-                            serving(fresh, folder, name=f"gunicorn-fresh-{i}", root=root))
+                    for i, (root, server) in enumerate(zip(roots, servers, strict=True)):
                         print(f"{'this' if i == 0 else 'base'}: {root}, fresh server, "
                               f"{len(server.worker_pids())} workers")
                         urls.append(server.url)

@@ -141,10 +141,10 @@ def _mysql_killer(my: Any) -> Callable[[], None]:
     thread_id = my.thread_id()
 
     def kill() -> None:
-        import pymysql
+        from .sources import mysql_connection_class  # PyMySQL's, its TLS context shared
 
-        other = pymysql.connect(host=my.host, port=my.port, user=my.user,
-                                password=my.password, connect_timeout=5)
+        other = mysql_connection_class()(host=my.host, port=my.port, user=my.user,
+                                         password=my.password, connect_timeout=5)
         try:
             with other.cursor() as cursor:
                 cursor.execute(f"KILL QUERY {int(thread_id)}")

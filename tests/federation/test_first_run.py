@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
+import socket
 
 import pytest
 import requests
@@ -114,16 +114,11 @@ def test_a_worker_opens_its_sources_before_its_first_statement(
     with _pg(SPLIT_DB) as conn:
         before, maria_before = set(_idle(conn)), _maria_sessions()
         with serving(env, tmp_path) as server:
-            # No request yet: the worker opened a pooled connection to each source and an
-            # ADBC session to PostgreSQL at its start (in the background: it may take a
-            # moment on a busy machine).
-            for _ in range(100):
-                opened = {pid: query for pid, query in _idle(conn).items()
-                          if pid not in before}
-                maria = _maria_sessions() - maria_before
-                if sorted(opened.values()) == ["DISCARD ALL", "ROLLBACK"] and maria:
-                    break
-                time.sleep(0.1)
+            # The worker answered a first request (serving waits for /api/status): it had
+            # opened a pooled connection to each source and an ADBC session to PostgreSQL
+            # before it took any, so no statement runs beside that work.
+            opened = {pid: query for pid, query in _idle(conn).items() if pid not in before}
+            maria = _maria_sessions() - maria_before
             assert sorted(opened.values()) == ["DISCARD ALL", "ROLLBACK"], opened
             assert len(maria) == 1, maria
             adbc = next(pid for pid, query in opened.items() if query == "ROLLBACK")
@@ -140,3 +135,30 @@ def test_a_worker_opens_its_sources_before_its_first_statement(
             after = {pid: query for pid, query in _idle(conn).items() if pid not in before}
             assert set(after) == set(opened), (after, opened)
             assert after[adbc] == "ROLLBACK", after
+
+
+@pytest.mark.slow
+def test_a_source_that_is_down_does_not_keep_a_worker_from_its_requests(
+        fed_sources, sqlite_template, tmp_path):
+    # A port nobody listens on: the worker's attempt at it fails, and the worker serves
+    # the statements of the other source (opened at its start) all the same.
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    sources = json.dumps({"pg": fed_sources["pg"],
+                          "gone": f"postgresql+psycopg://nobody@127.0.0.1:{port}/none"})
+    env = quarry_env(QUARRY_DATABASE_URL=sqlite_store(sqlite_template, tmp_path),
+                     QUARRY_INSTANCE_PATH=str(tmp_path), QUARRY_DATA_SOURCES=sources,
+                     QUARRY_DEMO_SOURCE="false", QUARRY_WORKERS="1",
+                     QUARRY_FEDERATION_MEMORY=str(64 * 1024 * 1024))
+    with _pg(SPLIT_DB) as conn:
+        before = set(_idle(conn))
+        with serving(env, tmp_path) as server:
+            opened = {pid: query for pid, query in _idle(conn).items() if pid not in before}
+            assert sorted(opened.values()) == ["DISCARD ALL", "ROLLBACK"], opened
+            body = requests.post(server.url + "/api/sql/query", json={
+                "query": "SELECT id FROM pg.orders WHERE id < 3 ORDER BY id"}, timeout=60).json()
+            assert body.get("data") == [[1], [2]], body
+            body = requests.post(server.url + "/api/sql/query", json={
+                "query": "SELECT 1 FROM gone.t"}, timeout=60).json()
+            assert body.get("type") == "error", body
