@@ -156,6 +156,9 @@ SETTINGS: list[Setting] = [
             "Folder of the knowledge bases' index file, knowledge_bases.db, and of the "
             "embedded model's int8 copy, made at its first load (default: kb in the "
             "instance folder); share it between instances that share a store"),
+    Setting("KB_MODEL_DIR", None, str,
+            "Folder of the embedded model's int8 copy alone (default: KB_DIR); instances on "
+            "one machine may share it, to make the copy once"),
     Setting("KB_INSERT_MAX_ROWS", 100_000, int,
             "Most rows one INSERT INTO a knowledge base (or PUT …/knowledge_bases/<kb>) "
             "may add; more rows given are refused, a SELECT that returns more stops there"),

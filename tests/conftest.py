@@ -90,13 +90,24 @@ def demo_db(session_dir) -> str:
     return ensure_demo(os.path.join(session_dir, "demo.db"))
 
 
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory) -> str:
+    """The run's folder of the embedded model's int8 copy (KB_MODEL_DIR), shared by every
+    test process and server: each made its own (~5 s of CPU) in its instance folder."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    SHARED_DEMO["model_dir"] = str(root / "kb-model")
+    return SHARED_DEMO["model_dir"]
+
+
 # The session's demo file, for the servers tests/live.py starts (quarry_env gives it to each
 # one that names no DEMO_PATH of its own): each built its own in its new instance folder.
 SHARED_DEMO: dict[str, str] = {}
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _servers_share_the_demo_file(demo_db) -> None:
+def _servers_share_the_demo_file(demo_db, model_dir) -> None:
     SHARED_DEMO["path"] = demo_db
 
 
@@ -177,7 +188,8 @@ def make_app(store_url, session_dir) -> Iterator[Callable[..., Flask]]:
         # look at the store in the background of tests that count their statements.
         settings = {"DATABASE_URL": store_url, "INSTANCE_PATH": session_dir, "TESTING": True,
                     "ENCRYPTION_KEY": TEST_KEY, "JOBS_SCHEDULER": False,
-                    "PASSWORD_HASH": TEST_PASSWORD_HASH}
+                    "PASSWORD_HASH": TEST_PASSWORD_HASH,
+                    "KB_MODEL_DIR": SHARED_DEMO.get("model_dir")}
         settings.update(config)
         app = create_app(settings)
         apps.append(app)

@@ -34,12 +34,15 @@ def free_port() -> int:
 def quarry_env(**settings: str) -> dict[str, str]:
     """This environment without any QUARRY_* of the caller's, plus ``settings`` (and the
     tests' encryption key, unless ``settings`` give another or ""; their cheap password
-    hash; and the session's demo file, read only, unless they give another DEMO_PATH)."""
+    hash; the session's demo file, read only, unless they give another DEMO_PATH; and the
+    run's folder of the embedded model's int8 copy)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
     env["QUARRY_ENCRYPTION_KEY"] = TEST_KEY
     env["QUARRY_PASSWORD_HASH"] = TEST_PASSWORD_HASH
     if "path" in SHARED_DEMO:
         env["QUARRY_DEMO_PATH"] = SHARED_DEMO["path"]
+    if "model_dir" in SHARED_DEMO:
+        env["QUARRY_KB_MODEL_DIR"] = SHARED_DEMO["model_dir"]
     env.update(settings)
     return env
 

@@ -427,7 +427,7 @@ def _chunks(doc_id: str, text: str, metadata: dict[str, Any], params: dict[str, 
 def _embedder(row: KnowledgeBase) -> Any:
     settings = row.embedding
     if settings["provider"] == LOCAL_PROVIDER:
-        return local_model(kb_folder())
+        return local_model(current_app.config.get("KB_MODEL_DIR") or kb_folder())
     _require_listed(settings["base_url"])  # the list may have changed since the create
     return EndpointModel(settings["base_url"], settings["model_name"],
                          _decrypted(row.api_key, "embedding"),
