@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .errors import ErrorCode, SqlError
-from .sources import DataSource
+from .sources import DataSource, mysql_connection_class
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +141,7 @@ def _mysql_killer(my: Any) -> Callable[[], None]:
     thread_id = my.thread_id()
 
     def kill() -> None:
-        from .sources import mysql_connection_class  # PyMySQL's, its TLS context shared
-
+        # PyMySQL's connection class, its TLS context shared.
         other = mysql_connection_class()(host=my.host, port=my.port, user=my.user,
                                          password=my.password, connect_timeout=5)
         try:
