@@ -382,7 +382,10 @@ class PgVectorIndex:
                              "set_config('hnsw.iterative_scan', %s, false)",
                              (str(ef), self.iterative))
                 statement, values = self.ranking_statement(name, filters, question, depth)
-                by_vector = conn.execute(statement, values)
+                # Planned for its values each time, never as a prepared statement (psycopg
+                # prepares a text run five times, and PostgreSQL may then keep one plan for
+                # any values): which side runs, and how, depends on them.
+                by_vector = conn.execute(statement, values, prepare=False)
                 # Each word quoted as one term (\w characters only: no tsquery syntax).
                 by_words = conn.execute(sql.SQL(
                     f"SELECT {_COLUMNS}, embedding <=> %s::vector FROM {{}}, "
