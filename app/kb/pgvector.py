@@ -418,7 +418,7 @@ class PgVectorIndex:
         or more found, the iterative HNSW scan's (relaxed_order answers the rows in the
         order the scan met them, nearly by distance: they are sorted again, by their exact
         distances). When an estimate of many was wrong, the scan gives up before it has
-        gathered what it looked for (pgvector's hnsw.max_scan_tuples): the passing rows
+        found the rows asked for (pgvector's hnsw.max_scan_tuples): the passing rows
         are then found as above, and ranked exactly when they are few. PostgreSQL runs
         only the sides whose conditions hold (one-time filters on the estimate and the
         counts)."""
@@ -458,20 +458,26 @@ class PgVectorIndex:
             "<= %s ORDER BY distance, rowid LIMIT %s) "
             f"SELECT {', '.join(f't.{c}' for c in _COLUMNS.split(', '))}, "
             "nearest.distance FROM nearest JOIN {name} t USING (rowid) "
-            "UNION ALL SELECT * FROM walked WHERE (SELECT n FROM counted) NOT BETWEEN 1 AND %s "
-            "ORDER BY distance, rowid LIMIT %s").format(
+            "UNION ALL (SELECT * FROM walked WHERE (SELECT n FROM counted) NOT BETWEEN 1 "
+            "AND %s ORDER BY distance, rowid LIMIT %s) ORDER BY distance, rowid LIMIT %s").format(
             estimate=estimate, name=name,
             first=collect.format(name=name, gate=sql.SQL(
                 " AND (SELECT n FROM estimated) <= %s")),
             walked=walked.format(name=name, gate=sql.SQL(
                 " AND ((SELECT n FROM estimated) > %s OR (SELECT count(*) FROM first) > %s)")),
+            # (counting at most the rows asked for, and the walk's rows sorted on their
+            # own: PostgreSQL then reads the walk's CTE only as far as the sort needs, as
+            # it comes out by distance; reading all it gathers makes the walk go on, a
+            # filter keeping a twentieth of 100 000 chunks 53 ms instead of 36 at recall
+            # 1.000 instead of 0.963, bench/kb_pgvector.py)
             second=collect.format(name=name, gate=sql.SQL(
-                " AND (SELECT n FROM estimated) > %s AND (SELECT count(*) FROM walked) < %s"))
+                " AND (SELECT n FROM estimated) > %s AND (SELECT count(*) FROM (SELECT "
+                "FROM walked LIMIT %s) w) < %s"))
         ), (*estimate_params,
             question, *found_params, near, bound + 1,
             question, *params, near, bound, question, gathered,
-            question, *found_params, near, gathered, bound + 1,
-            bound, depth, bound, depth)
+            question, *found_params, near, depth, depth, bound + 1,
+            bound, depth, bound, depth, depth)
 
 
 def hnsw_index(table: str, m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION
