@@ -19,8 +19,9 @@ table through the store's own upsert (the HNSW index grows with them); then:
   ``--iterative`` (strict_order, relaxed_order; ``*n``: the filtered scan gathers n
   passing rows per row asked for, the nearest are answered;
   ``+exact[=n]``: a filter that at most KB_STORE_EXACT_CHUNKS, or n, rows pass ranks
-  those exactly, where without it the index is always walked), the modes interleaved
-  question by question;
+  those exactly, where without it the index is always walked; ``@base``: the ranking
+  statement of the checkout named by ``--baseline``, e.g. main's, on the same table), the
+  modes interleaved question by question; a filter keeping half the chunks too;
 - **p50** of ``SELECT … WHERE content = '…' LIMIT 10`` through POST /api/sql/query (the
   embedded model embeds the question), of the same with ``hybrid_search = true``, and of
   ``SELECT 1`` there, interleaved; with ``--compare``, the same searches of the same
@@ -33,11 +34,13 @@ Everything runs in this process through the Flask test client, on a migrated SQL
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
 import tempfile
 import time
+import types
 import warnings
 from pathlib import Path
 
@@ -94,8 +97,18 @@ def fill(app, chunks: int, build_after: bool, graph: tuple[int, int]):
     return vectors, rng, row.uid, row.params
 
 
+def baseline_statement(folder: str):
+    """The ranking statement of app/kb/pgvector.py in the checkout ``folder`` (read
+    only), loaded beside this one's (its relative imports are this checkout's)."""
+    spec = importlib.util.spec_from_file_location(
+        "app.kb.baseline_pgvector", os.path.join(folder, "app", "kb", "pgvector.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PgVectorIndex.ranking_statement
+
+
 def recall(app, vectors, rng, uid, params, samples: int, efs: list[int],
-           modes: list[str]) -> None:
+           modes: list[str], baseline=None) -> None:
     """Recall@10 vs exact search for each ef_search, without a filter and, for each
     iterative scan mode, with a filter keeping a tenth and one keeping a hundredth of the
     chunks; the p50 of the store's search alone, unfiltered and with the narrow filter."""
@@ -109,7 +122,8 @@ def recall(app, vectors, rng, uid, params, samples: int, efs: list[int],
         vector = vectors[q] + 0.1 * rng.normal(size=384).astype(np.float32)
         queries.append((vector / np.linalg.norm(vector)).astype(np.float32))
     numbers = np.arange(len(vectors))
-    kept = {"a tenth": (Filter("shard", "=", 3), numbers % 10 == 3),
+    kept = {"a half": (Filter("shard", "in", [0, 1, 2, 3, 4]), numbers % 10 < 5),
+            "a tenth": (Filter("shard", "=", 3), numbers % 10 == 3),
             "a hundredth": (Filter("bucket", "=", 42), numbers % 100 == 42),
             "a fiftieth": (Filter("bucket", "in", [42, 43]), np.isin(numbers % 100, [42, 43])),
             "a twentieth": (Filter("bucket", "in", list(range(40, 45))),
@@ -120,7 +134,13 @@ def recall(app, vectors, rng, uid, params, samples: int, efs: list[int],
 
     def configure(store, mode: str) -> None:
         """``<iterative>[*<gathered>][+exact[=<n>]]``: +exact, a filter that at most
-        KB_STORE_EXACT_CHUNKS (or n) rows pass ranks them exactly; without it, never."""
+        KB_STORE_EXACT_CHUNKS (or n) rows pass ranks them exactly; without it, never;
+        ``@base``: with the baseline checkout's statement."""
+        mode, at, _ = mode.partition("@base")
+        if at:
+            store.ranking_statement = types.MethodType(baseline, store)
+        else:
+            store.__dict__.pop("ranking_statement", None)
         mode, plus, bound = mode.partition("+exact")
         store.iterative, _, gathered = mode.partition("*")
         store.gathered = int(gathered or 1)
@@ -214,6 +234,8 @@ def main() -> None:
                              "+exact[=n]: a filter at most KB_STORE_EXACT_CHUNKS (n) rows "
                              "pass ranks them exactly (else never), interleaved question "
                              "by question")
+    parser.add_argument("--baseline", help="a checkout (e.g. /work/main) whose ranking "
+                        "statement the modes ending in @base use")
     parser.add_argument("--m", type=int, default=HNSW_M, help="the HNSW graph's links")
     parser.add_argument("--ef-construction", type=int, default=HNSW_EF_CONSTRUCTION)
     parser.add_argument("--compare", action="store_true",
@@ -238,7 +260,8 @@ def main() -> None:
         vectors, rng, uid, params = fill(app, args.chunks, not args.incremental,
                                              (args.m, args.ef_construction))
         recall(app, vectors, rng, uid, params, args.samples,
-               [int(e) for e in args.ef.split(",")], args.iterative.split(","))
+               [int(e) for e in args.ef.split(",")], args.iterative.split(","),
+               baseline_statement(args.baseline) if args.baseline else None)
         if args.compare:
             _sql(client, "CREATE KNOWLEDGE_BASE mindsdb.local USING metadata_columns = "
                          "['shard', 'bucket']")

@@ -7,10 +7,11 @@ distance) and the words (a ``tsvector`` generated from the text, with a GIN inde
 
 Search answers what the index file answers, with the same distances (cosine) and the same
 fusion: the vector ranking comes from the HNSW index (``hnsw.ef_search``: KB_HNSW_EF_SEARCH,
-or the depth asked for when it is more; with filters, when at most KB_STORE_EXACT_CHUNKS rows pass
-them, those rows ranked exactly, without the index; when more, pgvector's iterative scan,
-in relaxed order, goes on until four times the rows asked for pass them, and the nearest
-of those are answered), the word ranking from ``ts_rank_cd`` over the rows whose
+or the depth asked for when it is more; with filters, when PostgreSQL's planner expects
+at most twice KB_STORE_EXACT_CHUNKS rows to pass them and at most KB_STORE_EXACT_CHUNKS do,
+those rows ranked exactly, without the index; when more, pgvector's iterative scan, in
+relaxed order, goes on until four times the rows asked for pass them, and the nearest of
+those are answered), the word ranking from ``ts_rank_cd`` over the rows whose
 words match any of the question's (PostgreSQL's full-text ranking: cover density, not
 BM25), fused by rank as in index.py.
 
@@ -43,6 +44,17 @@ _EF_MAX = 1000
 # 0.93 to 1.00 at ef_search 200 for twice the build time (bench/kb_pgvector.py).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
+# The function, made in the store at a process's first filtered search, that answers the
+# rows PostgreSQL's planner expects a query to give (its EXPLAIN: nothing is read), and the
+# mark in the shared set of opened tables that says the store has it.
+ESTIMATED_ROWS = "quarry_estimated_rows"
+ESTIMATE_MARK = "(estimated rows)"
+# After an upsert that wrote at least this share of the rows the table had at its last
+# ANALYZE (autovacuum's own analyze_scale_factor), or into a table never analysed, the
+# metadata's statistics are gathered at once: autovacuum would do it within its round
+# (autovacuum_naptime, a minute), and until then the planner's estimate of a filter on
+# them is a default (a hundredth of the table, whatever the filter).
+ANALYZE_SHARE = 0.1
 
 
 class PgVectorIndex:
@@ -72,6 +84,10 @@ class PgVectorIndex:
         # nearest of them are answered: the graph's walk is only approximately nearest
         # first, most of all at the edge of its candidate list (bench/kb_pgvector.py).
         self.gathered = 4
+        # The planner's estimate of the rows a filter passes may be this many times the
+        # exact bound before they are collected (its statistics are a sample): beyond, the
+        # index is walked at once, with nothing collected first.
+        self.estimate_margin = 2
 
     @contextmanager
     def _transaction(self, read: bool = False) -> Iterator[Any]:
@@ -177,22 +193,51 @@ class PgVectorIndex:
         none (a table written before Quarry made one): a filter's equalities find their
         rows through it. Checked in the catalogue first: CREATE INDEX takes a lock that
         waits for writers, even when the index is there."""
+        import psycopg
+
         if table in self.opened:
             return
         with self._transaction(read=True) as conn:
-            present = conn.execute("SELECT to_regclass(%s), to_regclass(%s)",
-                                   (f'"{table}"', f'"{table}_meta"')).fetchone()
+            present = conn.execute(
+                f"SELECT to_regclass(%s), to_regclass(%s), to_regprocedure(%s), "
+                f"{_ANALYSED}", (f'"{table}"', f'"{table}_meta"', f"{ESTIMATED_ROWS}(text)",
+                                 f'"{table}"')).fetchone()
         if present[0] is None:
             return  # no table (yet): the search answers nothing
         if present[1] is None:
-            import psycopg
-
             try:
                 with self._transaction() as conn:
                     conn.execute(metadata_index(table))
             except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
                 pass  # another worker made it at the same moment (IF NOT EXISTS races)
+        estimating = present[2] is not None
+        if not estimating:
+            try:
+                with self._transaction() as conn:
+                    conn.execute(_ESTIMATING_FUNCTION)
+                estimating = True
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateFunction):
+                estimating = True  # another worker made it at the same moment
+            except psycopg.errors.InsufficientPrivilege:
+                pass  # no estimates: the passing rows are collected first, as before
+        if estimating:
+            self.opened.add(ESTIMATE_MARK)
+        if not present[3]:  # a table written before Quarry analysed after large upserts
+            self._analyse(table)
         self.opened.add(table)
+
+    def _analyse(self, table: str) -> None:
+        """Gather the statistics of a table's id and metadata (the columns filters are on;
+        the vectors' and words' would take most of the time), for the planner's estimates."""
+        import psycopg
+        from psycopg import sql
+
+        try:
+            with self._transaction(read=True) as conn:
+                conn.execute(sql.SQL("ANALYZE {} (doc_id, metadata)").format(
+                    self._table(table)))
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.UndefinedTable):
+            pass  # not the table's owner (autovacuum still analyses it), or dropped since
 
     def drop(self, table: str) -> None:
         from psycopg import sql
@@ -212,6 +257,14 @@ class PgVectorIndex:
             if conn.execute("SELECT to_regclass(%s)", (f'"{table}"',)).fetchone()[0] is None:
                 self._make(conn, table, exclusive=False)  # a table gone missing comes back
             self._lock(conn, name)
+            # After the lock (the rows another writer added count): the rows the table had
+            # at its last ANALYZE, whether it had one, and the rows it has now, as the
+            # planner estimates them (from its pages, without counting).
+            analysed_rows, analysed = conn.execute(
+                f"SELECT reltuples, {_ANALYSED} FROM pg_class WHERE oid = to_regclass(%s)",
+                (f'"{table}"', f'"{table}"')).fetchone()
+            rows = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {}").format(
+                name)).fetchone()[0][0]["Plan"]["Plan Rows"]
             self._fix_dimension(conn, table, int(vectors.shape[1]))
             conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = ANY(%s)").format(name),
                          (sorted({c.doc_id for c in chunks}),))
@@ -223,6 +276,11 @@ class PgVectorIndex:
                                     chunk.end, chunk.content,
                                     json.dumps(chunk.metadata, default=str),
                                     vector_text(vector)))
+        # Only where estimates are asked: a table of at most that many rows may be
+        # collected whole anyway.
+        if 0 < self.exact_chunks * self.estimate_margin < rows + len(chunks) and (
+                not analysed or len(chunks) >= ANALYZE_SHARE * analysed_rows):
+            self._analyse(table)
 
     @staticmethod
     def _lock(conn: Any, name: Any) -> None:
@@ -324,7 +382,10 @@ class PgVectorIndex:
                              "set_config('hnsw.iterative_scan', %s, false)",
                              (str(ef), self.iterative))
                 statement, values = self.ranking_statement(name, filters, question, depth)
-                by_vector = conn.execute(statement, values)
+                # Planned for its values each time, never as a prepared statement (psycopg
+                # prepares a text run five times, and PostgreSQL may then keep one plan for
+                # any values): which side runs, and how, depends on them.
+                by_vector = conn.execute(statement, values, prepare=False)
                 # Each word quoted as one term (\w characters only: no tsquery syntax).
                 by_words = conn.execute(sql.SQL(
                     f"SELECT {_COLUMNS}, embedding <=> %s::vector FROM {{}}, "
@@ -348,14 +409,19 @@ class PgVectorIndex:
         """The statement of the vector ranking and its values: its rows are a chunk's
         columns and its distance, nearest first.
 
-        Without filters, the HNSW index's nearest. With filters, in the same statement:
-        up to KB_STORE_EXACT_CHUNKS + 1 rows that pass them are found (through the metadata
-        index, the id's or the table) with their distances; when that is all of them,
-        the nearest of those are answered: exact, and the index is not walked; when more
-        pass, the iterative HNSW scan's (relaxed_order answers the rows in the order the
-        scan met them, nearly by distance: they are sorted again, by their exact
-        distances). PostgreSQL runs only the side whose condition holds (a one-time
-        filter on the count)."""
+        Without filters, the HNSW index's nearest. With filters, in the same statement,
+        PostgreSQL's planner first estimates how many rows pass them (ESTIMATED_ROWS, an
+        EXPLAIN: no row is read). Estimated at most twice KB_STORE_EXACT_CHUNKS, up to
+        KB_STORE_EXACT_CHUNKS + 1 rows that pass are found (through the metadata index,
+        the id's or the table) with their distances; when that is all of them, the
+        nearest of those are answered: exact, and the index is not walked. Estimated more,
+        or more found, the iterative HNSW scan's (relaxed_order answers the rows in the
+        order the scan met them, nearly by distance: they are sorted again, by their exact
+        distances). When an estimate of many was wrong, the scan gives up before it has
+        found the rows asked for (pgvector's hnsw.max_scan_tuples): the passing rows
+        are then found as above, and ranked exactly when they are few. PostgreSQL runs
+        only the sides whose conditions hold (one-time filters on the estimate and the
+        counts)."""
         from psycopg import sql
 
         # The walk's filters leave the metadata index out: with it, PostgreSQL may prefer
@@ -374,20 +440,44 @@ class PgVectorIndex:
                                name=name, gate=sql.SQL(""))), (
                 question, *params, question, gathered, depth)
         found, found_params = _where(filters)
+        # Without the estimating function (a store whose user may not make it), an
+        # estimate of 0: the rows are collected first, as before there was one.
+        estimate, estimate_params = (sql.SQL("0"), ()) if ESTIMATE_MARK not in self.opened \
+            else (sql.SQL(f"{ESTIMATED_ROWS}(%s)"), (estimate_query(name, filters),))
+        collect = sql.SQL(f"SELECT rowid, embedding <=> %s::vector AS distance FROM {{name}} "
+                          f"WHERE {found}{{gate}} LIMIT %s")
+        near = self.estimate_margin * bound
         return sql.SQL(
-            f"WITH passing AS MATERIALIZED (SELECT rowid, embedding <=> %s::vector AS "
-            f"distance FROM {{name}} WHERE {found} LIMIT %s), "
-            "counted AS (SELECT count(*) AS n FROM passing), "
+            "WITH estimated AS (SELECT {estimate}::float8 AS n), "
+            "first AS MATERIALIZED ({first}), "
             "walked AS MATERIALIZED ({walked}), "
+            "second AS MATERIALIZED ({second}), "
+            "passing AS (SELECT * FROM first UNION ALL SELECT * FROM second), "
+            "counted AS (SELECT count(*) AS n FROM passing), "
             "nearest AS (SELECT rowid, distance FROM passing WHERE (SELECT n FROM counted) "
             "<= %s ORDER BY distance, rowid LIMIT %s) "
             f"SELECT {', '.join(f't.{c}' for c in _COLUMNS.split(', '))}, "
             "nearest.distance FROM nearest JOIN {name} t USING (rowid) "
-            "UNION ALL SELECT * FROM walked ORDER BY distance, rowid LIMIT %s").format(
-            name=name, walked=walked.format(
-                name=name, gate=sql.SQL(" AND (SELECT n FROM counted) > %s"))), (
-            question, *found_params, bound + 1, question, *params, bound, question, gathered,
-            bound, depth, depth)
+            "UNION ALL (SELECT * FROM walked WHERE (SELECT n FROM counted) NOT BETWEEN 1 "
+            "AND %s ORDER BY distance, rowid LIMIT %s) ORDER BY distance, rowid LIMIT %s").format(
+            estimate=estimate, name=name,
+            first=collect.format(name=name, gate=sql.SQL(
+                " AND (SELECT n FROM estimated) <= %s")),
+            walked=walked.format(name=name, gate=sql.SQL(
+                " AND ((SELECT n FROM estimated) > %s OR (SELECT count(*) FROM first) > %s)")),
+            # (counting at most the rows asked for, and the walk's rows sorted on their
+            # own: PostgreSQL then reads the walk's CTE only as far as the sort needs, as
+            # it comes out by distance; reading all it gathers makes the walk go on, a
+            # filter keeping a twentieth of 100 000 chunks 53 ms instead of 36 at recall
+            # 1.000 instead of 0.963, bench/kb_pgvector.py)
+            second=collect.format(name=name, gate=sql.SQL(
+                " AND (SELECT n FROM estimated) > %s AND (SELECT count(*) FROM (SELECT "
+                "FROM walked LIMIT %s) w) < %s"))
+        ), (*estimate_params,
+            question, *found_params, near, bound + 1,
+            question, *params, near, bound, question, gathered,
+            question, *found_params, near, depth, depth, bound + 1,
+            bound, depth, bound, depth, depth)
 
 
 def hnsw_index(table: str, m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION
@@ -412,6 +502,31 @@ def metadata_index(table: str) -> Any:
                                              PgVectorIndex._table(table))
 
 
+def estimate_query(name: Any, filters: Sequence[Filter]) -> str:
+    """The text of a query that the filters' rows pass, its values written in it, for
+    ESTIMATED_ROWS to explain."""
+    from psycopg import sql
+
+    where, params = _where(filters, indexed=False, estimated=True)
+    pieces = where.split("%s")
+    parts = [sql.SQL("SELECT 1 FROM {} WHERE ").format(name), sql.SQL(pieces[0])]
+    for value, piece in zip(params, pieces[1:], strict=True):
+        parts += [sql.Literal(value), sql.SQL(piece)]
+    return sql.Composed(parts).as_string(None)
+
+
+# Its rows as PostgreSQL's planner estimates them (an EXPLAIN: nothing is run), so that a
+# search's statement decides by it without a round trip of its own.
+_ESTIMATING_FUNCTION = (
+    f"CREATE FUNCTION {ESTIMATED_ROWS}(query text) RETURNS float8 LANGUAGE plpgsql AS $$ "
+    "DECLARE plan json; BEGIN EXECUTE 'EXPLAIN (FORMAT JSON) ' || query INTO plan; "
+    "RETURN (plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8; END $$")
+# Whether the table (%s, quoted) has statistics of its metadata.
+_ANALYSED = ("EXISTS (SELECT 1 FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename "
+             "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = s.schemaname "
+             "WHERE c.oid = to_regclass(%s) AND s.attname = 'metadata')")
+
+
 def vector_text(vector: Any) -> str:
     """A vector as pgvector reads it from text: ``[x,y,…]``."""
     return "[" + ",".join(map(repr, vector.tolist())) + "]"
@@ -425,11 +540,15 @@ def _chunk(row: Sequence[Any]) -> Chunk:
     return Chunk(row[1], row[2], row[3], row[4], row[5], row[6], row[7])
 
 
-def _where(filters: Sequence[Filter], indexed: bool = True) -> tuple[str, list[Any]]:
+def _where(filters: Sequence[Filter], indexed: bool = True,
+           estimated: bool = False) -> tuple[str, list[Any]]:
     """The filters as SQL on the table's columns: the id is text, a metadata value is
     compared as jsonb (numbers as numbers, strings as strings, numbers before strings: the
     order SQLite gives json_extract's values in the index file); with ``indexed``, an
-    equality on metadata also as the containment the metadata index answers."""
+    equality on metadata also as the containment the metadata index answers; with
+    ``estimated``, as that containment alone (for the planner's estimate: the metadata's
+    statistics answer it, where the equality on an expression gets a default selectivity,
+    a two-hundredth, and the two together an estimate far too small)."""
     clauses, params = [], []
     for item in filters:
         op = OPERATORS[item.op]
@@ -449,9 +568,13 @@ def _where(filters: Sequence[Filter], indexed: bool = True) -> tuple[str, list[A
             params.append(item.field)
             values = [json.dumps(v, default=str) for v in values]
         right = f"({', '.join([mark] * len(values))})" if many else mark
-        clauses.append(f"{left} {op} {right}")
-        params.extend(values)
-        if indexed and op in ("=", "IN") and mark == "%s::jsonb":
+        contained = op in ("=", "IN") and mark == "%s::jsonb"
+        if estimated and contained:
+            params.pop()  # the field's name
+        else:
+            clauses.append(f"{left} {op} {right}")
+            params.extend(values)
+        if (indexed or estimated) and contained:
             # What that equality implies, in a form the metadata index answers (the
             # equality itself stays: containment is looser, e.g. for arrays).
             clauses.append("(" + " OR ".join(["metadata @> %s::jsonb"] * len(values)) + ")")

@@ -347,15 +347,27 @@ def _executed_indexes(plan: dict) -> set[str]:
     return names
 
 
+def _cte_rows(plan: dict, name: str) -> int:
+    """The rows the CTE ``name`` of an EXPLAIN ANALYZE plan gave (0 if it never ran)."""
+    if plan.get("Subplan Name") == f"CTE {name}":
+        return plan["Actual Rows"] if plan.get("Actual Loops", 0) > 0 else 0
+    return sum(_cte_rows(child, name) for child in plan.get("Plans", []))
+
+
 def test_a_selective_filter_answers_the_nearest_passing_rows_exactly_or_by_the_index(
         make_app, tmp_path, vectors_url):
     # 12 000 chunks, a filter that keeps a hundredth of them (120 rows), HNSW's candidate
-    # list 40 long. Those 120 rows are at most KB_STORE_EXACT_CHUNKS: they are found through the
-    # metadata index and ranked exactly, the HNSW index unread (EXPLAIN ANALYZE of the
-    # statement sent). With KB_STORE_EXACT_CHUNKS 100, fewer than pass, the other side of the
-    # statement answers: the walk (at this size PostgreSQL's planner prefers reading the
-    # table to walking the graph for 40 rows; at 100 000 chunks it walks:
-    # bench/kb_pgvector.py), and its ten are the ten nearest too.
+    # list 40 long. PostgreSQL's planner expects about 120 rows to pass (the table is
+    # analysed after the large inserts), at most twice KB_STORE_EXACT_CHUNKS: they are
+    # found through the metadata index and ranked exactly, the HNSW index unread (EXPLAIN
+    # ANALYZE of the statement sent). With KB_STORE_EXACT_CHUNKS 100, 120 are still near
+    # enough to be collected, but more pass than the bound: the other side of the statement
+    # answers, the walk (at this size PostgreSQL's planner prefers reading the table to
+    # walking the graph for 40 rows; at 100 000 chunks it walks: bench/kb_pgvector.py),
+    # and its ten are the ten nearest too. A filter expected to keep far more than twice
+    # the bound (600 rows) is walked at once, nothing collected; one expected to keep many
+    # that keeps 5 (a range, which the planner guesses at a third) is walked, the walk
+    # gives up short of the rows it looked for, and those 5 are collected and ranked.
     from app.kb.index import Filter
     from app.kb.pgvector import vector_text
     from app.kb.stores import pgvector_store
@@ -410,6 +422,53 @@ def test_a_selective_filter_answers_the_nearest_passing_rows_exactly_or_by_the_i
             if app is exact:  # the passing rows found through the metadata index
                 read = _executed_indexes(plan)
                 assert f"{table}_meta" in read and f"{table}_vec" not in read, plan
+                assert _cte_rows(plan, "first") == len(kept), plan
+                assert _cte_rows(plan, "walked") == 0, plan
+            else:  # collected (the estimate is near the bound), then walked
+                assert _cte_rows(plan, "first") == 101, plan
+                assert _cte_rows(plan, "walked") >= 10, plan
+
+        def explained(filters, vector):
+            with walked.app_context():
+                store = pgvector_store("vectors")
+                statement, values = store.ranking_statement(
+                    store._table(table), filters, vector_text(vector), 10)
+                with store._transaction(read=True) as conn:
+                    conn.execute("SET hnsw.iterative_scan = relaxed_order")
+                    return conn.execute(sql.SQL(
+                        "EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
+                        values).fetchone()[0][0]["Plan"]
+
+        # Broad: 600 rows pass, expected far more than twice 100: walked, nothing collected.
+        broad = list(range(40, 45))
+        passing = [i for i in range(len(documents)) if i % 100 in broad]
+        for n, question in enumerate(questions[:5]):
+            found = rows(ok(walked.test_client(), f"SELECT id FROM mindsdb.narrow WHERE "
+                            f"content = 'question {n}' AND bucket IN (40, 41, 42, 43, 44) "
+                            "LIMIT 10"))
+            nearest = sorted(passing, key=lambda i: -documents[i] @ question)[:10]
+            assert [r["id"] for r in found] == [str(i) for i in nearest], n
+        plan = explained([Filter("bucket", "in", broad)], questions[0])
+        assert _cte_rows(plan, "first") == 0 and _cte_rows(plan, "second") == 0, plan
+        assert _cte_rows(plan, "walked") >= 10, plan
+        assert f"{table}_meta" not in _executed_indexes(plan), plan
+
+        # Expected many, passed by few: five more chunks, the only ones past bucket 500.
+        put = client.put("/api/projects/mindsdb/knowledge_bases/narrow", json={
+            "knowledge_base": {"rows": [{"id": f"x{i}", "content": f"doc {i}",
+                                         "bucket": 1000 + i} for i in range(5)]}})
+        assert put.status_code == 200, put.text
+        for n, question in enumerate(questions[:5]):
+            found = rows(ok(walked.test_client(), f"SELECT id, distance FROM "
+                            f"mindsdb.narrow WHERE content = 'question {n}' AND "
+                            "bucket > 500 LIMIT 10"))
+            nearest = sorted(range(5), key=lambda i: -documents[i] @ question)
+            assert [r["id"] for r in found] == [f"x{i}" for i in nearest], n
+            assert [r["distance"] for r in found] == pytest.approx(
+                [1 - documents[i] @ question for i in nearest], abs=1e-5)
+        plan = explained([Filter("bucket", ">", 500)], questions[0])
+        assert _cte_rows(plan, "first") == 0, plan
+        assert _cte_rows(plan, "walked") == 5 and _cte_rows(plan, "second") == 5, plan
 
 
 def test_a_table_without_the_metadata_index_gets_it_at_the_first_filtered_search(
