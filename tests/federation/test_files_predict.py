@@ -23,7 +23,7 @@ def points_model(fed_app):
     assert response.status_code == 200, response.get_data(as_text=True)
     body = client.post("/api/sql/query", json={
         "query": "CREATE MODEL mindsdb.fpm FROM files (SELECT x, y FROM fpoints) PREDICT y "
-                 "USING join_learn_process = true"}).get_json()
+                 "USING join_learn_process = true, time_budget_s = 1"}).get_json()
     assert body["type"] == "table" and body["data"][0][5] == "complete", body
     yield
     client.post("/api/sql/query", json={"query": "DROP MODEL IF EXISTS mindsdb.fpm"})

@@ -291,7 +291,7 @@ def test_a_model_is_trained_from_a_file(client):
     assert put(client, "rentals", ("sqft,rooms,location,rent\n" + rows).encode()
                ).status_code == 200
     body = sql(client, "CREATE MODEL mindsdb.rent_m FROM files (SELECT * FROM rentals) "
-                       "PREDICT rent USING join_learn_process = true")
+                       "PREDICT rent USING join_learn_process = true, time_budget_s = 1")
     assert body["type"] == "table", body
     status = sql(client, "SELECT status FROM mindsdb.models WHERE name = 'rent_m'")
     assert status["data"] == [["complete"]]

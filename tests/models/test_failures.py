@@ -106,7 +106,7 @@ def test_training_queries_that_cannot_train_are_refused_before_recording(p1, sel
 def test_predict_column_is_matched_as_training_matches_it(p1):
     # Unquoted names are folded by some databases: a PREDICT in another case still trains.
     response = create(p1, "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT Species "
-                          "USING join_learn_process = true")
+                          "USING join_learn_process = true, time_budget_s = 1")
     assert response.status_code == 201, response.get_json()
     assert response.get_json()["status"] == "complete"
 
@@ -268,7 +268,8 @@ def test_using_values_may_be_bare_words(p1):
     # USING engine = sklearn (no quotes): the parser's identifier reaches the service as text.
     response = create(p1, "CREATE MODEL p1.m FROM demo (SELECT * FROM iris) PREDICT species "
                           "USING engine = LightWood, problem = classification, "
-                          "join_learn_process = true")
+                          "join_learn_process = true, time_budget_s = 1")
     assert response.status_code == 201, response.get_json()
     assert response.get_json()["training_options"]["using"] == {
-        "engine": "lightwood", "problem": "classification", "join_learn_process": True}
+        "engine": "lightwood", "problem": "classification", "join_learn_process": True,
+        "time_budget_s": 1}
