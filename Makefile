@@ -15,10 +15,11 @@ serve: install
 # its module fixtures are made once): its time goes mostly to waiting on PostgreSQL,
 # gunicorn, Celery workers and Chromium, so more processes than cores keep a 2-core machine
 # busy: two left it half idle (CPU ~310 s in a 640 s run); on 2026-11-27's suite three took
-# 8 min 20 s and four 7 min 54 s on the same quiet machine. TEST_WORKERS=0: one process.
+# 8 min 20 s and four 7 min 54 s on the same quiet machine; on 2026-11-28's (an AMD EPYC of
+# 2 cores, ~930 s of CPU) four took 592 s and five 552 s. TEST_WORKERS=0: one process.
 # --no-loadscope-reorder: files go out in the suite's order (slow files first, see
 # tests/conftest.py), not xdist's default of the files with the most tests first.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 
 # PYTHONDONTWRITEBYTECODE emptied: each of the suite's processes (its four, and every
 # gunicorn, Celery worker and flask command a test starts) compiled Quarry's modules and

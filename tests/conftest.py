@@ -64,7 +64,7 @@ def session_dir(tmp_path_factory) -> str:
 
 def _shared_demo(tmp_path_factory) -> str:
     """The demo data source's file, built once for the whole run: pytest-xdist's workers
-    (`make test`: four) have base folders in one parent, and the first to get there builds
+    (`make test`: five) have base folders in one parent, and the first to get there builds
     it while the others wait; each built its own before (~7 s of CPU each, in a child
     importing scikit-learn)."""
     root = tmp_path_factory.getbasetemp()

@@ -11,6 +11,7 @@ import re
 import time
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -54,6 +55,16 @@ def column_names(node) -> list[str]:
             for li in node.find_elements(By.CSS_SELECTOR, ":scope > .tree-columns > li")]
 
 
+def tree_columns(driver, kind: str, name: str, timeout: float = 15) -> list[str]:
+    """The column names under the tree's node of ``kind`` named ``name``, read again when
+    the tree is drawn anew between finding the node and reading it (a statement that made a
+    view refreshes the catalogue: the node found before may be gone, stale, by then)."""
+    [names] = WebDriverWait(driver, timeout, ignored_exceptions=(
+        StaleElementReferenceException,)).until(
+        lambda d: [column_names(tree_node(d, kind, name, timeout))])
+    return names
+
+
 def listed_files(server) -> dict[str, dict]:
     answer = api(server, "GET", "/api/files/")
     assert answer.status_code == 200, answer.text
@@ -89,8 +100,7 @@ def test_upload_by_button_then_replace_after_confirming(browser, console_server,
     assert wait_status(browser, "Uploaded") == \
         "Uploaded files.sales_targets: 2 rows, 2 columns."
     assert listed_files(console_server)["sales_targets"]["row_count"] == 2
-    node = tree_node(browser, "file", "sales_targets")
-    assert column_names(node) == ["city", "target"]
+    assert tree_columns(browser, "file", "sales_targets") == ["city", "target"]
 
     # The same name again: the server's refusal, and a replacement only on the user's click.
     source.write_text("city,target\nBerlin,10\nParis,12\nRome,9\n")
@@ -215,10 +225,9 @@ def test_the_tree_and_completion_know_files_and_views(browser, console_server):
         answer = api(server, "POST", "/api/sql/query", json={"query": query})
         assert answer.json()["type"] == "ok", answer.text
     sign_in(browser, server["url"])
-    fleet = tree_node(browser, "file", "fleet")
-    assert column_names(fleet) == ["plate", "seats", "city"]
+    assert tree_columns(browser, "file", "fleet") == ["plate", "seats", "city"]
+    assert tree_columns(browser, "view", "big_cars") == ["plate", "seats"]
     view = tree_node(browser, "view", "big_cars")
-    assert column_names(view) == ["plate", "seats"]
     quoted = tree_node(browser, "view", "quoted")
     assert [c.text for c in quoted.find_elements(By.CSS_SELECTOR, ".tree-column")] == [XSS]
     assert not browser.find_elements(By.CSS_SELECTOR, "#app img")
@@ -251,4 +260,4 @@ def test_the_tree_and_completion_know_files_and_views(browser, console_server):
     type_sql(browser, "CREATE VIEW mindsdb.paris AS (SELECT city FROM files.fleet "
                       "WHERE city = 'Paris')")
     run(browser)
-    assert column_names(tree_node(browser, "view", "paris")) == ["city"]
+    assert tree_columns(browser, "view", "paris") == ["city"]
