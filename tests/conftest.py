@@ -62,14 +62,18 @@ def session_dir(tmp_path_factory) -> str:
     return str(folder)
 
 
+def _run_folder(tmp_path_factory):
+    """The folder of the whole run: pytest-xdist's workers have base folders in one parent."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
 def _shared_demo(tmp_path_factory) -> str:
     """The demo data source's file, built once for the whole run: pytest-xdist's workers
     (`make test`: five) have base folders in one parent, and the first to get there builds
     it while the others wait; each built its own before (~7 s of CPU each, in a child
     importing scikit-learn)."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent
+    root = _run_folder(tmp_path_factory)
     with open(root / "demo.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
         return ensure_demo(str(root / "demo.db"))
@@ -94,21 +98,19 @@ def demo_db(session_dir) -> str:
 def model_dir(tmp_path_factory) -> str:
     """The run's folder of the embedded model's int8 copy (KB_MODEL_DIR), shared by every
     test process and server: each made its own (~5 s of CPU) in its instance folder."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent
-    SHARED_DEMO["model_dir"] = str(root / "kb-model")
-    return SHARED_DEMO["model_dir"]
+    SHARED["model_dir"] = str(_run_folder(tmp_path_factory) / "kb-model")
+    return SHARED["model_dir"]
 
 
-# The session's demo file, for the servers tests/live.py starts (quarry_env gives it to each
-# one that names no DEMO_PATH of its own): each built its own in its new instance folder.
-SHARED_DEMO: dict[str, str] = {}
+# The session's demo file ("path") and the run's model folder ("model_dir"), for the
+# servers tests/live.py starts (quarry_env gives them to each one that names no DEMO_PATH of
+# its own): each built its own in its new instance folder.
+SHARED: dict[str, str] = {}
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _servers_share_the_demo_file(demo_db, model_dir) -> None:
-    SHARED_DEMO["path"] = demo_db
+    SHARED["path"] = demo_db
 
 
 @contextlib.contextmanager
@@ -189,7 +191,7 @@ def make_app(store_url, session_dir) -> Iterator[Callable[..., Flask]]:
         settings = {"DATABASE_URL": store_url, "INSTANCE_PATH": session_dir, "TESTING": True,
                     "ENCRYPTION_KEY": TEST_KEY, "JOBS_SCHEDULER": False,
                     "PASSWORD_HASH": TEST_PASSWORD_HASH,
-                    "KB_MODEL_DIR": SHARED_DEMO.get("model_dir")}
+                    "KB_MODEL_DIR": SHARED.get("model_dir")}
         settings.update(config)
         app = create_app(settings)
         apps.append(app)

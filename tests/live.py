@@ -19,7 +19,7 @@ import requests
 from app import create_app
 from app.config import load_settings
 from app.extensions import db
-from tests.conftest import SHARED_DEMO, TEST_KEY, TEST_PASSWORD_HASH
+from tests.conftest import SHARED, TEST_KEY, TEST_PASSWORD_HASH
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -39,10 +39,10 @@ def quarry_env(**settings: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUARRY_")}
     env["QUARRY_ENCRYPTION_KEY"] = TEST_KEY
     env["QUARRY_PASSWORD_HASH"] = TEST_PASSWORD_HASH
-    if "path" in SHARED_DEMO:
-        env["QUARRY_DEMO_PATH"] = SHARED_DEMO["path"]
-    if "model_dir" in SHARED_DEMO:
-        env["QUARRY_KB_MODEL_DIR"] = SHARED_DEMO["model_dir"]
+    if "path" in SHARED:
+        env["QUARRY_DEMO_PATH"] = SHARED["path"]
+    if "model_dir" in SHARED:
+        env["QUARRY_KB_MODEL_DIR"] = SHARED["model_dir"]
     env.update(settings)
     return env
 
