@@ -204,6 +204,10 @@ def _sqlite_kinds(registry: SourceRegistry, statement: Statement, deadline: floa
     return found
 
 
+# Rows of a leg appended to its engine table at once (see ``load``).
+APPEND_ROWS = 50_000
+
+
 def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: Leg,
          session: Session, max_rows: int, sql: str | None = None) -> int:
     """Run ``leg`` and append its rows to the engine table ``leg.name``; its row count.
@@ -218,18 +222,37 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
             or [None] * len(stream.columns)
         names = [c.lower() for c in stream.columns]
         json = _json_columns(stream)
+        pending: list[Any] = []  # batches read and not yet in the engine
+        waiting = 0
+
+        def flush() -> None:
+            nonlocal waiting
+            if stream.native == "arrow":
+                session.append(leg.name, pa.Table.from_batches(pending))
+            else:  # rows typed by their values once, over all of them
+                session.append(leg.name, record_batch(
+                    [row for batch in pending for row in batch], names, kinds, json))
+            pending.clear()
+            waiting = 0
+
         for batch in stream.batches():
             if stream.native == "arrow" and stream.dialect == "postgresql":
                 batch = _conform(batch, names, kinds)  # read by ADBC, every type declared
             elif stream.native == "arrow":  # read by connectorx, typed as the row path
                 batch = batch.rename_columns(names)
-            else:
-                batch = record_batch(batch, names, kinds, json)
-            if not batch.num_rows:
+            count = batch.num_rows if stream.native == "arrow" else len(batch)
+            if not count:
                 continue  # a native reader's last batch may be empty: nothing to append
-            session.append(leg.name, batch)
-            rows += batch.num_rows
+            # Each append is a statement of the engine (a few ms): a leg's batches go in
+            # together, APPEND_ROWS at a time, rather than as the stream's small batches.
+            pending.append(batch)
+            waiting += count
+            rows += count
             leg.rows = rows
+            if waiting >= APPEND_ROWS:
+                flush()
+        if pending:
+            flush()
         if stream.truncated:
             raise SqlError(ErrorCode.TOO_MANY_ROWS,
                            f"The leg on {leg.label()} returns more than {max_rows} rows "
