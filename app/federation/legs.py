@@ -209,13 +209,15 @@ APPEND_ROWS = 50_000
 
 
 def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: Leg,
-         session: Session, max_rows: int, sql: str | None = None) -> int:
+         session: Session, max_rows: int, sql: str | None = None,
+         expected_rows: int | None = None) -> int:
     """Run ``leg`` and append its rows to the engine table ``leg.name``; its row count.
     ``sql``: the leg's query with a dynamic filter (the gate checks ``leg.sql``, the same
-    query without it)."""
+    query without it); ``expected_rows``: its size as the plan knows it, if it does."""
     if files.is_file_source(leg.source):
         return files.attach(leg, session)
-    stream = _open(registry, statement, deadline, leg.source, leg.sql, max_rows, sql)
+    stream = _open(registry, statement, deadline, leg.source, leg.sql, max_rows, sql,
+                   expected_rows)
     rows = 0
     try:
         kinds = [declared_type(stream.dialect, spec) for spec in stream.types] \
@@ -303,7 +305,8 @@ def _conform(batch: pa.RecordBatch, names: list[str], kinds: list[pa.DataType | 
 
 
 def _open(registry: SourceRegistry, statement: Statement, deadline: float,
-          source: DataSource, sql: str, max_rows: int, filtered: str | None = None) -> Any:
+          source: DataSource, sql: str, max_rows: int, filtered: str | None = None,
+          expected_rows: int | None = None) -> Any:
     gated = gate(sql, registry, source.name)
     left = deadline - time.monotonic()
     if left <= 0:
@@ -313,6 +316,8 @@ def _open(registry: SourceRegistry, statement: Statement, deadline: float,
         # The gated query and one more condition: a column compared with literals (the
         # keys, written by sqlglot); nothing in it that the gate did not check.
         return open_stream(gated.source or source, filtered, None, (),
-                           timeout_s=left, max_rows=max_rows, statement=statement)
+                           timeout_s=left, max_rows=max_rows, statement=statement,
+                           expected_rows=expected_rows)
     return open_stream(gated.source or source, gated.sql, None, gated.param_names,
-                       timeout_s=left, max_rows=max_rows, statement=statement)
+                       timeout_s=left, max_rows=max_rows, statement=statement,
+                       expected_rows=expected_rows)

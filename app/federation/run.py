@@ -396,7 +396,8 @@ class _Run:
                 # Legs are read as for an Arrow answer: PostgreSQL then sends record
                 # batches through ADBC (sql/native.py) when it can, the fastest way in.
                 rows = leg_runner.load(registry, child, deadline, leg, self.session,
-                                       self.limits.max_leg_rows, sql)
+                                       self.limits.max_leg_rows, sql,
+                                       dynamic.size_of(leg, engine.sizes))
                 if sql is not None:
                     dynamic.judge(leg, links, rows, engine.sizes)
                 elif not empty:

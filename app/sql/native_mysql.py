@@ -41,6 +41,13 @@ from .errors import ErrorCode, SqlError
 
 # Rows per record batch read from the server.
 BATCH_ROWS = 10_000
+# A result expected to hold at most this many rows (a federated leg its plan sizes) is read
+# by connectorx at once, into one Arrow table: that read leaves the interpreter's lock to
+# the other threads, where its stream holds it while it connects, runs the statement and
+# makes each batch, so that a PostgreSQL leg read beside it waited. The 2 %-selective join's
+# legs (10 000 MariaDB customers, 21 204 PostgreSQL orders) read side by side in 7.4-8.5 ms
+# at once, against 11.6-12.5 ms streamed (4.0-4.4 and 6.6-7.3 ms each alone).
+AT_ONCE_ROWS = 100_000
 # PyMySQL's FIELD_TYPE codes of the columns read here: integers (TINY, SHORT, LONG,
 # LONGLONG, INT24, YEAR), FLOAT, DOUBLE, DATE, DATETIME, the decimals, and the text types
 # (VARCHAR, BLOB/TEXT, VAR_STRING, STRING) when their character set is not binary.
@@ -124,21 +131,39 @@ class ArrowReader:
     columns' declared types and names."""
 
     def __init__(self, conn: Any, sql: str, names: list[str], kinds: list[pa.DataType],
-                 timeout_s: float, mariadb: bool) -> None:
+                 timeout_s: float, mariadb: bool, *, at_once: bool = False) -> None:
+        """``at_once``: read the result whole, into one table (see AT_ONCE_ROWS), when it
+        holds at most ten times AT_ONCE_ROWS rows; a larger one (the plan's size was wrong)
+        is read again as a stream, so that memory stays bounded."""
         self._names, self._kinds = names, kinds
         self._lock = threading.Lock()
         limit = f"SET SESSION max_statement_time = {max(timeout_s, 0.001):.3f}" if mariadb \
             else f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}"
+        setup = ["SET SESSION TRANSACTION READ ONLY", limit]
+        self._batches: Any = None
+        self._reader: Any = None
         try:
+            if at_once:
+                most = AT_ONCE_ROWS * 10
+                table = connectorx.read_sql(
+                    _url(conn), f"SELECT * FROM (\n{sql}\n) AS quarry_whole LIMIT {most + 1}",
+                    return_type="arrow", pre_execution_query=setup)
+                if table.num_rows <= most:
+                    self._batches = iter(table.to_batches(max_chunksize=BATCH_ROWS))
+                    return
+                del table
             self._reader = connectorx.read_sql(
                 _url(conn), sql, return_type="arrow_stream", batch_size=BATCH_ROWS,
-                pre_execution_query=["SET SESSION TRANSACTION READ ONLY", limit])
+                pre_execution_query=setup)
         except BaseException as exc:  # pyo3's panics are BaseException, not Exception
             raise driver_error(exc) from None
 
     def fetch(self, _size: int = 0) -> pa.RecordBatch | None:
         try:
-            batch = self._reader.read_next_batch()
+            if self._batches is not None:
+                batch = next(self._batches)
+            else:
+                batch = self._reader.read_next_batch()
         except StopIteration:
             return None
         except BaseException as exc:  # noqa: BLE001 - as above
@@ -148,6 +173,7 @@ class ArrowReader:
     def close(self, _complete: bool = True) -> None:
         with self._lock:
             reader, self._reader = self._reader, None
+            self._batches = None
         if reader is not None:
             try:
                 reader.close()

@@ -168,8 +168,11 @@ def _next_size(batch: list, most: int = MAX_BATCH_ROWS) -> int:
 
 def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
                 param_names: Sequence[str], *, timeout_s: float, max_rows: int,
-                statement: Statement) -> TableStream:
-    """Start the gated statement ``sql`` on ``source`` and read its first batch."""
+                statement: Statement, expected_rows: int | None = None) -> TableStream:
+    """Start the gated statement ``sql`` on ``source`` and read its first batch.
+    ``expected_rows``: how many rows the caller's plan expects (a federated leg's size),
+    when it knows: a MariaDB/MySQL result of few rows is read at once
+    (``native_mysql.AT_ONCE_ROWS``)."""
     bound = bind_params(params, param_names)
     conn = checkout(source)
     statement.deadline = time.monotonic() + timeout_s
@@ -184,7 +187,8 @@ def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
         else:
             cursor = None
             if statement.response_format == "arrow" and not bound:
-                cursor = _open_mysql_arrow(source, conn, sql, timeout_s, statement)
+                cursor = _open_mysql_arrow(source, conn, sql, timeout_s, statement,
+                                           expected_rows)
             if cursor is None:
                 cursor = _open_mysql(conn, sql, bound, timeout_s)
         stream = TableStream(source, conn, cursor, statement, timeout_s, max_rows)
@@ -307,7 +311,8 @@ class _Abandoned(Exception):
 
 
 def _open_mysql_arrow(source: DataSource, conn: Any, sql: str, timeout_s: float,
-                      statement: Statement) -> Cursor | None:
+                      statement: Statement, expected_rows: int | None = None
+                      ) -> Cursor | None:
     """Arrow record batches read by connectorx (``native_mysql.py``) when every column of
     the result is of a type it reads exactly; None otherwise (the row path reads it).
 
@@ -335,11 +340,14 @@ def _open_mysql_arrow(source: DataSource, conn: Any, sql: str, timeout_s: float,
     if kinds is None:
         return None
     marker = f"quarry_{statement.id}"
+    at_once = expected_rows is not None and expected_rows <= native_mysql.AT_ONCE_ROWS
+    # A cancel finds the statement by its query id in the source's process list: from
+    # before it starts, since a read at once runs it to its end in the reader's making.
+    statement.reattach("", lambda: cancel_marked(source, marker))
     reader = native_mysql.ArrowReader(my, marked(conn, sql), [d[0] for d in description],
                                       kinds, timeout_s,
-                                      "mariadb" in my.get_server_info().lower())
-    # A cancel finds the statement by its query id in the source's process list.
-    statement.reattach("", lambda: cancel_marked(source, marker))
+                                      "mariadb" in my.get_server_info().lower(),
+                                      at_once=at_once)
 
     def close(complete: bool) -> None:
         try:
