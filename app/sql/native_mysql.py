@@ -47,7 +47,7 @@ BATCH_ROWS = 10_000
 # makes each batch, so that a PostgreSQL leg read beside it waited. The 2 %-selective join's
 # legs (10 000 MariaDB customers, 21 204 PostgreSQL orders) read side by side in 7.4-8.5 ms
 # at once, against 11.6-12.5 ms streamed (4.0-4.4 and 6.6-7.3 ms each alone).
-AT_ONCE_ROWS = 100_000
+AT_ONCE_ROWS = 50_000
 # PyMySQL's FIELD_TYPE codes of the columns read here: integers (TINY, SHORT, LONG,
 # LONGLONG, INT24, YEAR), FLOAT, DOUBLE, DATE, DATETIME, the decimals, and the text types
 # (VARCHAR, BLOB/TEXT, VAR_STRING, STRING) when their character set is not binary.
@@ -133,8 +133,8 @@ class ArrowReader:
     def __init__(self, conn: Any, sql: str, names: list[str], kinds: list[pa.DataType],
                  timeout_s: float, mariadb: bool, *, at_once: bool = False) -> None:
         """``at_once``: read the result whole, into one table (see AT_ONCE_ROWS), when it
-        holds at most ten times AT_ONCE_ROWS rows; a larger one (the plan's size was wrong)
-        is read again as a stream, so that memory stays bounded."""
+        holds at most twice AT_ONCE_ROWS rows; a larger one (the plan's size was wrong) is
+        read again as a stream, so that memory stays bounded."""
         self._names, self._kinds = names, kinds
         self._lock = threading.Lock()
         limit = f"SET SESSION max_statement_time = {max(timeout_s, 0.001):.3f}" if mariadb \
@@ -144,7 +144,7 @@ class ArrowReader:
         self._reader: Any = None
         try:
             if at_once:
-                most = AT_ONCE_ROWS * 10
+                most = AT_ONCE_ROWS * 2
                 table = connectorx.read_sql(
                     _url(conn), f"SELECT * FROM (\n{sql}\n) AS quarry_whole LIMIT {most + 1}",
                     return_type="arrow", pre_execution_query=setup)

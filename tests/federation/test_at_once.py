@@ -1,7 +1,7 @@
 """A MariaDB leg its plan knows to be small is read at once (sql/native_mysql.py,
 AT_ONCE_ROWS): connectorx reads it whole into one Arrow table, leaving the interpreter's
 lock to the legs read beside it. Such a read is still stopped by a cancel in the database,
-and a leg that turns out larger than its plan said (more than ten times AT_ONCE_ROWS) is
+and a leg that turns out larger than its plan said (more than twice AT_ONCE_ROWS) is
 read again as a stream, whole: no row is lost to the bound.
 
 The reads are seen in MariaDB's own process list, where the read at once runs as the leg's
@@ -95,7 +95,7 @@ def test_a_small_legs_read_at_once_is_stopped_by_a_cancel_in_the_database(
 
 def test_a_leg_larger_than_its_plan_said_is_read_whole_as_a_stream(
         fed_app, fquery, once_tables, monkeypatch):
-    # At most one row read at once here, so ten rows bound that read.
+    # At most one row read at once here, so two rows bound that read.
     monkeypatch.setattr(native_mysql, "AT_ONCE_ROWS", 1)
     sql = ("SELECT r.id, r.label, o.amount FROM maria.once_rows r JOIN pg.orders o "
            "ON o.id = r.id WHERE r.id <= 2 ORDER BY r.id")
@@ -109,8 +109,8 @@ def test_a_leg_larger_than_its_plan_said_is_read_whole_as_a_stream(
         cur.executemany("INSERT INTO once_rows VALUES (%s, %s)",
                         [(i, f"r{i}") for i in range(4, 46)])
     assert [row[0] for row in fquery(whole)["data"]] == list(range(1, 46))
-    # ... and a shape whose plan says 1 row is read at once, bounded at 10 rows: the
-    # 45 are read again as a stream, all of them.
+    # ... and a shape whose plan says 1 row is read at once, bounded at 6 rows: the 45
+    # are read again as a stream, all of them.
     monkeypatch.setattr(native_mysql, "AT_ONCE_ROWS", 3)
     with contextlib.closing(_mysql(SPLIT_DB)) as conn, conn.cursor() as cur:
         cur.execute("DELETE FROM once_rows WHERE id > 1")
