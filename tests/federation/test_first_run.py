@@ -89,6 +89,27 @@ def test_the_keys_of_a_small_whole_table_still_cut_the_larger_leg(
     assert filters == [['"r"."thing_id" IN 5 keys of leg_1'], []], filters
 
 
+@pytest.mark.parametrize("below, waits, shape", [(40, False, ""), (15, True, " AND r.id >= 0")])
+def test_a_leg_waits_for_keys_only_from_a_leg_a_quarter_its_size(fed_app, fquery,
+                                                                 keyed_tables, below, waits,
+                                                                 shape):
+    # The 100 things (a whole table in MariaDB) against the refs with an id below 40 or 15
+    # (PostgreSQL estimates them from its statistics; two shapes, so that neither run
+    # learns the other's size): 40 keys would cut the things to 40 rows, which reading
+    # them at once, beside the refs, costs less than waiting; 15 keys are worth the wait
+    # (dynamic.WAIT_RATIO).
+    split = (f"SELECT r.id, t.name FROM pg.fr_refs r JOIN maria.fr_things t ON t.id = r.id "
+             f"WHERE r.id < {below}{shape} ORDER BY r.id")
+    steps = fquery("EXPLAIN " + split)["data"]
+    things = next(step[0] for step in steps if step[1] == "maria")
+    assert ("filtered by keys" in things) is waits, steps
+    want = fquery(split.replace("pg.", "one.").replace("maria.", "one."))["data"]
+    assert len(want) == below - 1
+    rows, filters = _run(fed_app, split)
+    assert [list(row) for row in rows] == want
+    assert bool(filters[1]) is waits, filters
+
+
 def _idle(conn) -> dict[int, str]:
     """Idle backends of the split database: pid -> last statement. An ADBC session's is
     its ROLLBACK (``sql/native.py``), a pooled connection's DISCARD ALL (``sources.py``)."""
