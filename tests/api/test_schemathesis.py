@@ -147,10 +147,12 @@ def documented_operations(app) -> set[str]:
 # lengths, JSON, text types; NUL characters, which its text type cannot hold). On a quiet
 # machine the SQLite run reached every operation well within its 60 s with 4 examples (at a
 # load average of 15 it reached 47 of 81); under `make test` on 2 cores it ran its whole
-# 60 s (74 s with its checks), the suite's longest test: 3 examples, 45 s.
+# 60 s (74 s with its checks), the suite's longest test: 3 examples, 45 s. The PostgreSQL
+# run with 2 examples in 20 s reached 66 of the operations on a machine 2.5 times slower
+# than usual: one example each, in at most 30 s.
 @pytest.mark.parametrize("store_url, settings", [
     ("sqlite", {"examples": 3, "coverage": False, "max_time": 45}),
-    ("postgresql", {"examples": 2, "coverage": False, "max_time": 20}),
+    ("postgresql", {"examples": 1, "coverage": False, "max_time": 30}),
 ], indirect=["store_url"], ids=["sqlite", "postgresql"])
 def test_schemathesis_finds_nothing(app, store_url, settings):
     run = run_schemathesis(app, config(**settings))

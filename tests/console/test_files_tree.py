@@ -41,8 +41,10 @@ def wait_status(driver, start: str, timeout: float = 30) -> str:
 
 
 def tree_node(driver, kind: str, name: str, timeout: float = 15):
-    """The tree's node of ``kind`` named ``name``, opened (its ancestors too)."""
-    node = WebDriverWait(driver, timeout).until(lambda d: [
+    """The tree's node of ``kind`` named ``name``, opened (its ancestors too); looked for
+    again when the tree is drawn anew while it is searched (a node found gone stale)."""
+    node = WebDriverWait(driver, timeout, ignored_exceptions=(
+        StaleElementReferenceException,)).until(lambda d: [
         n for n in d.find_elements(By.CSS_SELECTOR, f"[data-testid=tree] [data-kind={kind}]")
         if n.get_attribute("data-name") == name])[0]
     driver.execute_script("for (let n = arguments[0]; n; n = n.parentElement.closest('details'))"
@@ -140,9 +142,11 @@ def test_a_dropped_file_is_uploaded_and_its_markup_shown_as_text(browser, consol
     css(browser, "[data-testid=upload-submit]").click()
     assert wait_status(browser, "Uploaded") == \
         "Uploaded files.img_src_x_onerror_window___xss_1: 2 rows, 2 columns."
-    node = tree_node(browser, "file", "img_src_x_onerror_window___xss_1")
-    columns = node.find_elements(By.CSS_SELECTOR, ".tree-column .tree-name")
-    assert [c.text for c in columns] == [XSS, "<b>bold</b>"]
+    names = WebDriverWait(browser, 15, ignored_exceptions=(
+        StaleElementReferenceException,)).until(lambda d: [[c.text for c in tree_node(
+            d, "file", "img_src_x_onerror_window___xss_1").find_elements(
+            By.CSS_SELECTOR, ".tree-column .tree-name")]])[0]
+    assert names == [XSS, "<b>bold</b>"]
     # Text, never markup: no image was made, and its handler never ran.
     assert not browser.find_elements(By.CSS_SELECTOR, "#app img, #app b")
     assert browser.execute_script("return window.__xss") is None

@@ -14,6 +14,7 @@ from app.sql.errors import ErrorCode, SqlError
 from app.sql.execute import fetch_rows
 
 from ..helpers import assert_problem
+from .conftest import _pg_admin
 
 # --- names and the demo source ------------------------------------------------------------
 
@@ -214,18 +215,29 @@ def test_a_source_that_is_down_answers_error_and_others_work(make_app, sources):
         assert body["data"] == [[1]], body
 
 
-def test_a_busy_source_answers_busy_after_the_pool_wait(make_app, sources):
+def test_a_busy_source_answers_busy_after_the_pool_wait(make_app, sources, pg_source):
     app = make_app(DATA_SOURCES=sources, SQL_POOL_SIZE=1, SQL_POOL_TIMEOUT_S=0.3)
     client = app.test_client()
-    slow = threading.Thread(target=lambda: client.post("/api/sql/query", json={
-        "query": "SELECT pg_sleep(1.2)", "context": {"db": "pg"}}))
+    slow_answer: dict = {}
+    slow = threading.Thread(target=lambda: slow_answer.update(client.post(
+        "/api/sql/query", json={"query": "SELECT pg_sleep(2.5)", "context": {"db": "pg"}}
+    ).get_json()))
     slow.start()
-    time.sleep(0.3)
+    # Until the slow statement holds the pool's one connection, running in PostgreSQL
+    # (however long the request took to get there on a busy machine).
+    with _pg_admin(pg_source["db"]) as admin:
+        deadline = time.monotonic() + 10
+        while not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                                "AND query ILIKE '%pg_sleep(2.5)%' AND pid <> pg_backend_pid()"
+                                ).fetchone()[0]:
+            assert time.monotonic() < deadline, slow_answer
+            time.sleep(0.02)
     started = time.monotonic()
     body = client.post("/api/sql/query", json={"query": "SELECT 1", "context": {"db": "pg"}}
                        ).get_json()
     waited = time.monotonic() - started  # not counting the slow request's own end
     slow.join()
+    assert slow_answer["type"] == "table", slow_answer
     assert body["type"] == "error" and body["error_code"] == ErrorCode.BUSY, body
     assert waited < 1.0
     assert client.post("/api/sql/query", json={"query": "SELECT 1 AS a", "context": {
