@@ -81,6 +81,7 @@ class Engine:
         self.sizes: Sizes = LruCache(SIZES_KEPT)
         self.described: LruCache[tuple[str, str], Any] = LruCache(DESCRIBED_KEPT)
         self.estimates: Estimates = LruCache(DESCRIBED_KEPT)
+        self.shapes: LruCache[tuple[str, str], Any] = LruCache(DESCRIBED_KEPT)
         self.plans: LruCache[tuple, Any] = LruCache(PLANS_KEPT)
         self._db: Any = None  # duckdb.DuckDBPyConnection
         self._lock = threading.Lock()

@@ -33,7 +33,7 @@ from ..sql.gate import gate
 from ..sql.pgtypes import JSON, JSONB
 from ..sql.running import Statement
 from ..sql.sources import DataSource, SourceRegistry
-from ..sql.stream import open_stream
+from ..sql.stream import Shape, open_stream
 from . import files
 from .engine import Session, json_field
 from .plan import Leg
@@ -108,6 +108,46 @@ def describe_tables(registry: SourceRegistry, deadline: float,
             if not files.is_file_source(source):
                 cache.put(key, Described(source, now, described))
     return found
+
+
+@dataclass(frozen=True)
+class _KeptShape:
+    source: DataSource
+    read_at: float
+    shape: Shape
+
+
+class Shapes:
+    """The shapes of legs' results (``stream.Shape``) the process keeps (``Engine.shapes``),
+    by source and leg query, as it keeps tables' descriptions: valid while the source is
+    the same object and for ``ttl_s`` after they were learnt. A leg read with a kept shape
+    is not described by its source first; its key goes in ``kept``, so that a statement
+    that then fails as a changed table would is run once more with nothing kept."""
+
+    def __init__(self, cache: LruCache[tuple[str, str], Any], ttl_s: float,
+                 kept: set[tuple[str, str]]) -> None:
+        self._cache, self._ttl_s, self._kept = cache, ttl_s, kept
+
+    @staticmethod
+    def _key(leg: Leg) -> tuple[str, str]:
+        return f"shape:{leg.source.name.lower()}", leg.sql
+
+    def get(self, leg: Leg) -> Shape | None:
+        if self._ttl_s <= 0:
+            return None
+        kept = self._cache.get(self._key(leg))
+        if kept is None or kept.source is not leg.source or \
+                time.monotonic() - kept.read_at >= self._ttl_s:
+            return None
+        self._kept.add(self._key(leg))
+        return kept.shape
+
+    def put(self, leg: Leg, shape: Shape) -> None:
+        if self._ttl_s > 0:
+            self._cache.put(self._key(leg), _KeptShape(leg.source, time.monotonic(), shape))
+
+    def forget(self, leg: Leg) -> None:
+        self._cache.pop(self._key(leg))
 
 
 def forget_described(cache: LruCache[tuple[str, str], Described], leg: Leg) -> None:
@@ -210,14 +250,18 @@ APPEND_ROWS = 50_000
 
 def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: Leg,
          session: Session, max_rows: int, sql: str | None = None,
-         expected_rows: int | None = None) -> int:
+         expected_rows: int | None = None, shapes: Shapes | None = None) -> int:
     """Run ``leg`` and append its rows to the engine table ``leg.name``; its row count.
     ``sql``: the leg's query with a dynamic filter (the gate checks ``leg.sql``, the same
-    query without it); ``expected_rows``: its size as the plan knows it, if it does."""
+    query without it; both give rows of one shape); ``expected_rows``: its size as the
+    plan knows it, if it does; ``shapes``: the leg results' shapes kept, and to keep."""
     if files.is_file_source(leg.source):
         return files.attach(leg, session)
+    known = shapes.get(leg) if shapes is not None else None
     stream = _open(registry, statement, deadline, leg.source, leg.sql, max_rows, sql,
-                   expected_rows)
+                   expected_rows, known)
+    if shapes is not None and known is None and stream.shape is not None:
+        shapes.put(leg, stream.shape)
     rows = 0
     try:
         kinds = [declared_type(stream.dialect, spec) for spec in stream.types] \
@@ -306,7 +350,7 @@ def _conform(batch: pa.RecordBatch, names: list[str], kinds: list[pa.DataType | 
 
 def _open(registry: SourceRegistry, statement: Statement, deadline: float,
           source: DataSource, sql: str, max_rows: int, filtered: str | None = None,
-          expected_rows: int | None = None) -> Any:
+          expected_rows: int | None = None, shape: Shape | None = None) -> Any:
     gated = gate(sql, registry, source.name)
     left = deadline - time.monotonic()
     if left <= 0:
@@ -317,7 +361,7 @@ def _open(registry: SourceRegistry, statement: Statement, deadline: float,
         # keys, written by sqlglot); nothing in it that the gate did not check.
         return open_stream(gated.source or source, filtered, None, (),
                            timeout_s=left, max_rows=max_rows, statement=statement,
-                           expected_rows=expected_rows)
+                           expected_rows=expected_rows, shape=shape)
     return open_stream(gated.source or source, gated.sql, None, gated.param_names,
                        timeout_s=left, max_rows=max_rows, statement=statement,
-                       expected_rows=expected_rows)
+                       expected_rows=expected_rows, shape=shape)

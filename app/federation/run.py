@@ -380,6 +380,7 @@ class _Run:
             waits = dynamic.choose(self.plan.links, engine.sizes, most)
         loaded = {leg.name: threading.Event() for leg in self.plan.legs}
         failed: set[str] = set()
+        shapes = None if empty else leg_runner.Shapes(engine.shapes, ttl_s, kept)
 
         def load_leg(child: Statement, leg: Leg) -> int:
             try:
@@ -397,7 +398,7 @@ class _Run:
                 # batches through ADBC (sql/native.py) when it can, the fastest way in.
                 rows = leg_runner.load(registry, child, deadline, leg, self.session,
                                        self.limits.max_leg_rows, sql,
-                                       dynamic.size_of(leg, engine.sizes))
+                                       dynamic.size_of(leg, engine.sizes), shapes)
                 if sql is not None:
                     dynamic.judge(leg, links, rows, engine.sizes)
                 elif not empty:
@@ -409,6 +410,8 @@ class _Run:
                 failed.add(leg.name)
                 if isinstance(exc, SqlError) and child.stopped is None:
                     leg_runner.forget_described(engine.described, leg)
+                    if shapes is not None:
+                        shapes.forget(leg)
                 raise
             finally:
                 loaded[leg.name].set()

@@ -261,6 +261,11 @@ class ArrowReader:
             if not self._closed and self._cursor is not None:
                 self._cursor.adbc_cancel()
 
+    def read_schema(self) -> pa.Schema | None:
+        """The schema of the record batches ADBC reads (numeric as text); None before
+        the statement started."""
+        return self._reader.schema if self._reader is not None else None
+
     def fetch(self, _size: int = 0) -> pa.RecordBatch | None:
         if self._reader is None:
             self.start()

@@ -136,6 +136,7 @@ class ArrowReader:
         holds at most twice AT_ONCE_ROWS rows; a larger one (the plan's size was wrong) is
         read again as a stream, so that memory stays bounded."""
         self._names, self._kinds = names, kinds
+        self._read: pa.Schema | None = None  # of the batches connectorx made
         self._lock = threading.Lock()
         limit = f"SET SESSION max_statement_time = {max(timeout_s, 0.001):.3f}" if mariadb \
             else f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}"
@@ -168,7 +169,14 @@ class ArrowReader:
             return None
         except BaseException as exc:  # noqa: BLE001 - as above
             raise driver_error(exc) from None
+        if self._read is None:
+            self._read = batch.schema
         return conform(batch, self._names, self._kinds)
+
+    def read_schema(self) -> pa.Schema | None:
+        """The schema of the record batches connectorx made, before they were given the
+        declared types; None before the first."""
+        return self._read
 
     def close(self, _complete: bool = True) -> None:
         with self._lock:

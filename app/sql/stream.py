@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import pgtypes
-from .errors import SqlError
+from .errors import ErrorCode, SqlError
 from .execute import (
     _abandon,
     _quietly,
@@ -59,6 +59,25 @@ class Cursor:
     native: str | None = None
     # A native CSV cursor: how many rows it has passed on so far.
     rows: Callable[[], int] | None = None
+    # A native Arrow cursor: the Arrow types its reader reads each column as (MariaDB's),
+    # and the schema of the record batches it read, before they were given those types.
+    kinds: list[Any] | None = None
+    read_schema: Callable[[], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a native Arrow stream learnt of its result before its first row: the columns
+    and types its source described, and the schema its reader then read. A caller that
+    runs the same statement again gives it back (``open_stream(shape=)``): the source is
+    not asked to describe the result again (a PostgreSQL DECLARE, a MariaDB LIMIT 0, one
+    planning of the statement and two round trips each), and a first batch read otherwise
+    than the shape says fails the stream as a changed table does."""
+
+    columns: tuple[str, ...]
+    types: tuple[Any, ...]
+    kinds: tuple[Any, ...] | None
+    schema: Any
 
 
 class TableStream:
@@ -85,11 +104,26 @@ class TableStream:
         self._closed = False
         self._batch_rows = COLUMNAR_BATCH_ROWS \
             if statement.response_format in COLUMNAR else MAX_BATCH_ROWS
+        # A native Arrow stream's shape (``Shape``): given, or learnt from its first batch.
+        self.shape: Shape | None = None
 
-    def prefetch(self) -> None:
+    def prefetch(self, shape: Shape | None = None) -> None:
         """Read the first batch now: most failures (1/0, a cancel, the time limit) come
-        with it, and are then answered as a plain error instead of a cut stream."""
+        with it, and are then answered as a plain error instead of a cut stream.
+        ``shape``: the one the stream was opened with, which its first batch must have."""
         self._first = self._fetch(FIRST_BATCH_ROWS)
+        read = self._cursor.read_schema() if self._cursor.read_schema is not None and \
+            self._first is not None else None
+        if shape is not None:
+            if read is not None and not read.equals(shape.schema):
+                raise SqlError(ErrorCode.QUERY_FAILED,
+                               f"The columns of a statement on {self.source.name} changed "
+                               "since it was last described; run it again")
+            self.shape = shape
+        elif read is not None:
+            self.shape = Shape(tuple(self.columns), tuple(self.types),
+                               tuple(self._cursor.kinds) if self._cursor.kinds else None,
+                               read)
 
     def batches(self) -> Iterator[Any]:
         """Lists of row tuples, until the result or the row limit ends; raises SqlError.
@@ -168,11 +202,13 @@ def _next_size(batch: list, most: int = MAX_BATCH_ROWS) -> int:
 
 def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
                 param_names: Sequence[str], *, timeout_s: float, max_rows: int,
-                statement: Statement, expected_rows: int | None = None) -> TableStream:
+                statement: Statement, expected_rows: int | None = None,
+                shape: Shape | None = None) -> TableStream:
     """Start the gated statement ``sql`` on ``source`` and read its first batch.
     ``expected_rows``: how many rows the caller's plan expects (a federated leg's size),
     when it knows: a MariaDB/MySQL result of few rows is read at once
-    (``native_mysql.AT_ONCE_ROWS``)."""
+    (``native_mysql.AT_ONCE_ROWS``). ``shape``: the ``TableStream.shape`` of an earlier
+    Arrow stream of the same statement on the same source (see ``Shape``)."""
     bound = bind_params(params, param_names)
     conn = checkout(source)
     statement.deadline = time.monotonic() + timeout_s
@@ -180,22 +216,28 @@ def open_stream(source: DataSource, sql: str, params: Mapping[str, Any] | None,
     try:
         check_on_use(source, conn)  # as the buffered path: the account of a late source
         statement.attach(source, conn)
-        if source.dialect == "postgresql":
+        arrow = statement.response_format == "arrow" and not bound
+        if not arrow or source.dialect == "sqlite":
+            shape = None
+        if source.dialect == "postgresql" and shape is not None:
+            cursor = _open_postgresql_arrow(conn, sql, list(shape.columns),
+                                            list(shape.types), timeout_s, statement)
+        elif source.dialect == "postgresql":
             cursor = _open_postgresql(conn, sql, bound, timeout_s, statement, max_rows)
         elif source.dialect == "sqlite":
             cursor = _open_sqlite(conn, sql, bound, timeout_s)
         else:
             cursor = None
-            if statement.response_format == "arrow" and not bound:
+            if arrow:
                 cursor = _open_mysql_arrow(source, conn, sql, timeout_s, statement,
-                                           expected_rows)
+                                           expected_rows, shape)
             if cursor is None:
                 cursor = _open_mysql(conn, sql, bound, timeout_s)
         stream = TableStream(source, conn, cursor, statement, timeout_s, max_rows)
         # A cancel that came while the stream was being opened (an ADBC session connects
         # first and starts its statement with the first fetch) found nothing to stop yet.
         statement.check()
-        stream.prefetch()
+        stream.prefetch(shape)
         return stream
     except BaseException as exc:
         error = exc if isinstance(exc, SqlError) or not isinstance(exc, Exception) else \
@@ -277,7 +319,7 @@ def _open_postgresql_arrow(conn: Any, sql: str, columns: list[str], types: list[
     # A cancel (and the cancel of another process) now goes to the ADBC session.
     statement.reattach(reader.backend_id, reader.cancel)
     return Cursor(columns, reader.fetch, reader.close, types,
-                  native="arrow")
+                  native="arrow", read_schema=reader.read_schema)
 
 
 def _open_postgresql_csv(conn: Any, sql: str, params: dict | None, columns: list[str],
@@ -311,14 +353,54 @@ class _Abandoned(Exception):
 
 
 def _open_mysql_arrow(source: DataSource, conn: Any, sql: str, timeout_s: float,
-                      statement: Statement, expected_rows: int | None = None
-                      ) -> Cursor | None:
+                      statement: Statement, expected_rows: int | None = None,
+                      shape: Shape | None = None) -> Cursor | None:
     """Arrow record batches read by connectorx (``native_mysql.py``) when every column of
     the result is of a type it reads exactly; None otherwise (the row path reads it).
 
     The result's columns are asked first, on the pooled connection, in its READ ONLY
     transaction (the statement in a derived table, LIMIT 0: nothing is read); a statement
-    that cannot stand there (two columns of one name) is left to the row path."""
+    that cannot stand there (two columns of one name) is left to the row path. With the
+    ``shape`` of an earlier read of the statement, they are not asked again."""
+    my = conn.driver_connection
+    from . import native_mysql  # connectorx loads with its first stream (it says why)
+
+    if shape is not None and shape.kinds is not None:
+        names, types, kinds = list(shape.columns), list(shape.types), list(shape.kinds)
+    else:
+        described = _describe_mysql(conn, sql, timeout_s)
+        if described is None:
+            return None
+        names, types, fields = described
+        kinds = native_mysql.eligible(my, types, fields)
+        if kinds is None:
+            return None
+    marker = f"quarry_{statement.id}"
+    at_once = expected_rows is not None and expected_rows <= native_mysql.AT_ONCE_ROWS
+    # A cancel finds the statement by its query id in the source's process list: from
+    # before it starts, since a read at once runs it to its end in the reader's making.
+    statement.reattach("", lambda: cancel_marked(source, marker))
+    reader = native_mysql.ArrowReader(my, marked(conn, sql), names, kinds, timeout_s,
+                                      "mariadb" in my.get_server_info().lower(),
+                                      at_once=at_once)
+
+    def close(complete: bool) -> None:
+        try:
+            if not complete:  # rows still coming: stop the statement, not read them all
+                _quietly(cancel_marked, source, marker)
+            reader.close()
+        finally:
+            reset_mysql_session(conn)
+
+    return Cursor(names, reader.fetch, close, types, native="arrow", kinds=kinds,
+                  read_schema=reader.read_schema)
+
+
+def _describe_mysql(conn: Any, sql: str, timeout_s: float
+                    ) -> tuple[list[str], list[Any], list[Any]] | None:
+    """The columns of ``sql``'s result, their (type code, precision, scale) and PyMySQL's
+    fields (their character sets), asked in the pooled connection's READ ONLY
+    transaction; None when the statement cannot stand in a derived table."""
     import pymysql
 
     my = conn.driver_connection
@@ -333,31 +415,7 @@ def _open_mysql_arrow(source: DataSource, conn: Any, sql: str, timeout_s: float,
     finally:
         cursor.close()
         _quietly(my.rollback)
-    from . import native_mysql  # connectorx loads with its first stream (it says why)
-
-    types = [(d[1], d[4], d[5]) for d in description]
-    kinds = native_mysql.eligible(my, types, fields)
-    if kinds is None:
-        return None
-    marker = f"quarry_{statement.id}"
-    at_once = expected_rows is not None and expected_rows <= native_mysql.AT_ONCE_ROWS
-    # A cancel finds the statement by its query id in the source's process list: from
-    # before it starts, since a read at once runs it to its end in the reader's making.
-    statement.reattach("", lambda: cancel_marked(source, marker))
-    reader = native_mysql.ArrowReader(my, marked(conn, sql), [d[0] for d in description],
-                                      kinds, timeout_s,
-                                      "mariadb" in my.get_server_info().lower(),
-                                      at_once=at_once)
-
-    def close(complete: bool) -> None:
-        try:
-            if not complete:  # rows still coming: stop the statement, not read them all
-                _quietly(cancel_marked, source, marker)
-            reader.close()
-        finally:
-            reset_mysql_session(conn)
-
-    return Cursor([d[0] for d in description], reader.fetch, close, types, native="arrow")
+    return [d[0] for d in description], [(d[1], d[4], d[5]) for d in description], fields
 
 
 def _open_mysql(conn: Any, sql: str, params: dict | None, timeout_s: float) -> Cursor:

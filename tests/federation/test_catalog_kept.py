@@ -180,3 +180,76 @@ def test_a_leg_read_with_dynamic_filters_is_sized_by_what_it_sent(fed_app, fquer
         assert _split(fquery, split)["data"] == want["data"]
         notes.append(" ".join(step[0] for step in fquery("EXPLAIN " + split)["data"]))
     assert any("2 rows when last run with dynamic filters" in note for note in notes), notes
+
+
+@pytest.fixture
+def changing(fed_sources):
+    """pg.kept_t (id, amount numeric(6,2), note integer) and maria.kept_u (id, score INT),
+    for a test that changes their columns' types; dropped at the end."""
+    with _pg(SPLIT_DB) as conn:
+        conn.execute("CREATE TABLE kept_t (id integer, amount numeric(6,2), note integer)")
+        conn.execute("INSERT INTO kept_t VALUES (1, 10.25, 7), (2, 3.50, 8), (3, 1.00, 9)")
+    with contextlib.closing(_mysql(SPLIT_DB)) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE kept_u (id INT, score INT)")
+        cur.execute("INSERT INTO kept_u VALUES (1, 40), (2, 50), (4, 60)")
+    yield
+    with _pg(SPLIT_DB) as conn:
+        conn.execute("DROP TABLE IF EXISTS kept_t")
+    with contextlib.closing(_mysql(SPLIT_DB)) as conn, conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS kept_u")
+
+
+CHANGING = ("SELECT t.id, t.amount, t.note, u.score FROM pg.kept_t t "
+            "JOIN maria.kept_u u ON u.id = t.id ORDER BY t.id")
+
+
+def test_a_leg_read_again_is_not_described_again(fed_app, fquery, changing, monkeypatch):
+    """A leg's result is described by its source once (PostgreSQL: DECLARE in the pooled
+    session; MariaDB: the statement in a derived table with LIMIT 0); read again within
+    FEDERATION_CATALOG_TTL_S, its kept shape stands for that description."""
+    from app.sql import stream
+
+    monkeypatch.setitem(fed_app.config, "FEDERATION_CATALOG_TTL_S", 600.0)
+    asked: list[str] = []
+    declare, limit_0 = stream._open_postgresql, stream._describe_mysql
+
+    def counted(name, real):
+        def call(*args, **kwargs):
+            asked.append(name)
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(stream, "_open_postgresql", counted("postgresql", declare))
+    monkeypatch.setattr(stream, "_describe_mysql", counted("mariadb", limit_0))
+    first = _split(fquery, CHANGING)
+    assert first["data"] == [[1, "10.25", 7, 40], [2, "3.50", 8, 50]] or \
+        first["data"] == [[1, 10.25, 7, 40], [2, 3.5, 8, 50]], first
+    assert sorted(set(asked)) == ["mariadb", "postgresql"], asked
+    asked.clear()
+    assert _split(fquery, CHANGING)["data"] == first["data"]
+    assert asked == []
+    # A source replaced through the store, or the time kept over: described again.
+    monkeypatch.setitem(fed_app.config, "FEDERATION_CATALOG_TTL_S", 0.0)
+    assert _split(fquery, CHANGING)["data"] == first["data"]
+    assert sorted(set(asked)) == ["mariadb", "postgresql"], asked
+
+
+def test_a_column_whose_type_changed_is_read_anew_within_the_time_kept(
+        fed_app, fquery, changing, monkeypatch):
+    """The kept shape of a leg whose table changed type within FEDERATION_CATALOG_TTL_S
+    never gives the answer of the old type: the leg's first batch no longer has the kept
+    shape (or its values do not fit the kept type), and the statement is planned and run
+    again with everything described anew."""
+    monkeypatch.setitem(fed_app.config, "FEDERATION_CATALOG_TTL_S", 600.0)
+    before = _split(fquery, CHANGING)["data"]
+    assert [row[2] for row in before] == [7, 8]
+    with _pg(SPLIT_DB) as conn:
+        conn.execute("ALTER TABLE kept_t ALTER note TYPE text USING 'n' || note::text")
+        conn.execute("ALTER TABLE kept_t ALTER amount TYPE numeric(8,4)")
+        conn.execute("UPDATE kept_t SET amount = amount + 0.0001")
+    with contextlib.closing(_mysql(SPLIT_DB)) as conn, conn.cursor() as cur:
+        cur.execute("ALTER TABLE kept_u MODIFY score VARCHAR(10)")
+        cur.execute("UPDATE kept_u SET score = CONCAT('s', score)")
+    after = _split(fquery, CHANGING)
+    assert [[row[0], str(row[1]), row[2], row[3]] for row in after["data"]] == \
+        [[1, "10.2501", "n7", "s40"], [2, "3.5001", "n8", "s50"]], after
