@@ -47,6 +47,13 @@ class SqlError(Exception):
         return f"SqlError({self.code}, {self.message!r})"
 
 
+def changed_shape(source: str) -> SqlError:
+    """A result read otherwise than its kept shape said (``stream.Shape``): its tables
+    changed since it was described."""
+    return SqlError(ErrorCode.QUERY_FAILED, f"The columns of a statement on {source} "
+                                            "changed since it was last described; run it again")
+
+
 class NativeError(Exception):
     """A failure reported by ADBC, with PostgreSQL's SQLSTATE when it can be told."""
 

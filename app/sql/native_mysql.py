@@ -37,7 +37,7 @@ import connectorx
 import pyarrow as pa
 import pymysql
 
-from .errors import ErrorCode, SqlError
+from .errors import ErrorCode, SqlError, changed_shape
 
 # Rows per record batch read from the server.
 BATCH_ROWS = 10_000
@@ -131,11 +131,15 @@ class ArrowReader:
     columns' declared types and names."""
 
     def __init__(self, conn: Any, sql: str, names: list[str], kinds: list[pa.DataType],
-                 timeout_s: float, mariadb: bool, *, at_once: bool = False) -> None:
+                 timeout_s: float, mariadb: bool, *, at_once: bool = False,
+                 expected: tuple[str, pa.Schema] | None = None) -> None:
         """``at_once``: read the result whole, into one table (see AT_ONCE_ROWS), when it
         holds at most twice AT_ONCE_ROWS rows; a larger one (the plan's size was wrong) is
-        read again as a stream, so that memory stays bounded."""
-        self._names, self._kinds = names, kinds
+        read again as a stream, so that memory stays bounded. ``expected``: the name of
+        the source, and the schema connectorx read the statement as before
+        (``stream.Shape``): a first batch of another fails as a changed table does,
+        before its values are given the kept types."""
+        self._names, self._kinds, self._expected = names, kinds, expected
         self._read: pa.Schema | None = None  # of the batches connectorx made
         self._lock = threading.Lock()
         limit = f"SET SESSION max_statement_time = {max(timeout_s, 0.001):.3f}" if mariadb \
@@ -171,6 +175,8 @@ class ArrowReader:
             raise driver_error(exc) from None
         if self._read is None:
             self._read = batch.schema
+            if self._expected is not None and not batch.schema.equals(self._expected[1]):
+                raise changed_shape(self._expected[0])
         return conform(batch, self._names, self._kinds)
 
     def read_schema(self) -> pa.Schema | None:

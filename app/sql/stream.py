@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import pgtypes
-from .errors import ErrorCode, SqlError
+from .errors import SqlError, changed_shape
 from .execute import (
     _abandon,
     _quietly,
@@ -116,9 +116,7 @@ class TableStream:
             self._first is not None else None
         if shape is not None:
             if read is not None and not read.equals(shape.schema):
-                raise SqlError(ErrorCode.QUERY_FAILED,
-                               f"The columns of a statement on {self.source.name} changed "
-                               "since it was last described; run it again")
+                raise changed_shape(self.source.name)
             self.shape = shape
         elif read is not None:
             self.shape = Shape(tuple(self.columns), tuple(self.types),
@@ -382,7 +380,8 @@ def _open_mysql_arrow(source: DataSource, conn: Any, sql: str, timeout_s: float,
     statement.reattach("", lambda: cancel_marked(source, marker))
     reader = native_mysql.ArrowReader(my, marked(conn, sql), names, kinds, timeout_s,
                                       "mariadb" in my.get_server_info().lower(),
-                                      at_once=at_once)
+                                      at_once=at_once,
+                                      expected=(source.name, shape.schema) if shape else None)
 
     def close(complete: bool) -> None:
         try:
