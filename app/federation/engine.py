@@ -233,8 +233,13 @@ class Session:
         left out: it equals no integer)."""
         quoted = '"' + column.replace('"', '""') + '"'
         with self._lock, _engine_errors():
-            empty = self.conn.execute(f'SELECT {quoted} FROM "{table}" LIMIT 0')
-            field_type = empty.to_arrow_table().schema.field(0).type
+            appended = self._tables.get(table)
+            at = appended.get_field_index(column) if appended is not None else -1
+            if at >= 0:  # a leg's table: its type is the one its rows were appended with
+                field_type = appended.field(at).type
+            else:  # a file's view
+                empty = self.conn.execute(f'SELECT {quoted} FROM "{table}" LIMIT 0')
+                field_type = empty.to_arrow_table().schema.field(0).type
             kind = key_kind(field_type)
             if kind == "text" and as_int:
                 kind, quoted = "int", f"TRY_CAST({quoted} AS BIGINT)"
