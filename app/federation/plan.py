@@ -29,8 +29,10 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
+from sqlglot.tokens import TokenType
 
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.functions.duckdb import DuckDbPolicy
@@ -328,8 +330,7 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
                        f"The statement cannot be run over several data sources: {exc}"
                        ) from None
     for leg in legs:
-        leg.sql = leg_sql(leg)
-        leg.shape = _shape(leg)
+        leg.sql, leg.shape = _texts(leg)
     return Plan(legs, engine_sql, names, links)
 
 
@@ -374,11 +375,26 @@ def source_column(leg: Leg, name: str) -> exp.Column:
     return exp.column(column, table=alias, quoted=True)
 
 
-def _shape(leg: Leg) -> str:
-    select = _leg_select(leg, ())
-    for literal in list(select.find_all(exp.Literal)):
-        literal.replace(exp.Placeholder())
-    return f"{leg.source.name}:{select.sql(dialect=leg.source.sqlglot_dialect)}"
+def _texts(leg: Leg) -> tuple[str, str]:
+    """The leg's query, and its shape: the same with every literal a ``?``, by which the
+    sizes learnt of it are kept (a leg of another date is of about the same size). The
+    literals are found by the dialect's tokenizer, in a tenth of the time it took to
+    build the query again and write it with placeholders."""
+    glot = leg.source.sqlglot_dialect
+    sql = leg_sql(leg)
+    parts, at = [], 0
+    for token in Dialect.get_or_raise(glot).tokenize(sql):
+        if token.token_type in _LITERAL_TOKENS:
+            parts += [sql[at:token.start], "?"]
+            at = token.end + 1
+    parts.append(sql[at:])
+    return sql, f"{leg.source.name}:{''.join(parts)}"
+
+
+_LITERAL_TOKENS = frozenset(
+    getattr(TokenType, name) for name in (
+        "STRING", "NUMBER", "BYTE_STRING", "HEX_STRING", "BIT_STRING", "NATIONAL_STRING",
+        "RAW_STRING", "HEREDOC_STRING", "UNICODE_STRING") if hasattr(TokenType, name))
 
 
 def _leg_select(leg: Leg, extra: list[exp.Expression] | tuple) -> exp.Select:
@@ -562,14 +578,15 @@ def _implied_equalities(conditions: list[exp.Expression]) -> list[exp.Expression
                 and isinstance(condition.expression, exp.Column):
             pair = set()
             for column in (condition.this, condition.expression):
-                key = column.sql()
+                key = _column_key(column)
                 columns[key] = column
                 pair.add(key)
             touching = [c for c in classes if c & pair]
             merged = pair.union(*touching)
             classes = [c for c in classes if not c & pair] + [merged]
-    written = {frozenset((c.this.sql(), c.expression.sql())) for c in conditions
-               if isinstance(c, exp.EQ)}
+    written = {frozenset((_column_key(c.this), _column_key(c.expression))) for c in conditions
+               if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column)
+               and isinstance(c.expression, exp.Column)}
     implied = []
     for members in classes:
         for left, right in itertools.combinations(sorted(members), 2):
@@ -577,6 +594,12 @@ def _implied_equalities(conditions: list[exp.Expression]) -> list[exp.Expression
                 implied.append(exp.EQ(this=columns[left].copy(),
                                       expression=columns[right].copy()))
     return implied
+
+
+def _column_key(column: exp.Column) -> tuple[tuple[str, bool], ...]:
+    """A qualified column as its parts (name, quoted), its table's first: what tells two
+    columns apart, as their text would, without writing it."""
+    return tuple((part.name, bool(part.args.get("quoted"))) for part in column.parts)
 
 
 def _aliases(condition: exp.Expression) -> set[str]:
