@@ -407,11 +407,14 @@ def _leg_select(leg: Leg, extra: list[exp.Expression] | tuple) -> exp.Select:
     for i, (table, alias) in enumerate(tables):
         table = table.copy()
         table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-        select = select.from_(table) if i == 0 else select.join(table, join_type="CROSS")
+        # copy=False: the select is this function's own (sqlglot's builders copy the whole
+        # tree at each call otherwise, most of a leg's writing time).
+        select = select.from_(table, copy=False) if i == 0 else \
+            select.join(table, join_type="CROSS", copy=False)
     for condition in [*leg.filters, *extra]:
         select = select.where(condition.copy(), copy=False)
     if leg.limit is not None:
-        select = select.limit(leg.limit)
+        select = select.limit(leg.limit, copy=False)
     return select
 
 
