@@ -20,6 +20,7 @@ the engine, in DuckDB's dialect.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import re
 from collections import Counter
@@ -454,10 +455,8 @@ def _fill_legs(statement: exp.Expression, legs: list[Leg]) -> None:
     for leg in legs:
         by_alias.setdefault(leg.alias, []).append(leg)
     wanted: dict[str, set[str]] = {}
-    for column in statement.find_all(exp.Column):
-        if column.table:
-            wanted.setdefault(column.table.lower(), set()).add(column.name.lower())
-    for node in statement.find_all(exp.Table):
+    simple: list[Leg] = []
+    for node in list(statement.find_all(exp.Table)):
         if not node.name.startswith(LEG_PREFIX):
             continue
         leg = next((lg for lg in legs if lg.name == node.name), None)
@@ -467,8 +466,14 @@ def _fill_legs(statement: exp.Expression, legs: list[Leg]) -> None:
             leg.columns = sorted(leg.origin)
             continue
         leg.alias = node.alias_or_name  # the qualifier keeps or canonicalises it
-        leg.columns = sorted(wanted.get(leg.alias.lower(), ()))
+        simple.append(leg)
         _push_down(node, leg)
+    # After the pushes: a column only a settled condition read is not sent.
+    for column in statement.find_all(exp.Column):
+        if column.table:
+            wanted.setdefault(column.table.lower(), set()).add(column.name.lower())
+    for leg in simple:
+        leg.columns = sorted(wanted.get(leg.alias.lower(), ()))
 
 
 def _push_down(table: exp.Table, leg: Leg) -> None:
@@ -482,11 +487,17 @@ def _push_down(table: exp.Table, leg: Leg) -> None:
     where = select.args.get("where")
     pushed_all = True
     if where is not None:
+        kept = []
         for conjunct in _conjuncts(where.this):
             if own not in nullable and _pushable(conjunct, own, leg.source):
                 leg.filters.append(conjunct)
+                if _settled(conjunct, leg):
+                    continue
             else:
                 pushed_all = False
+            kept.append(conjunct)
+        if len(kept) < len(_conjuncts(where.this)):
+            select.set("where", exp.Where(this=exp.and_(*kept, copy=False)) if kept else None)
     if isinstance(holder, exp.Join) and holder.args.get("on") is not None:
         # ON conditions filter only this table's rows at its own inner or left join,
         # whatever joins come after.
@@ -698,6 +709,60 @@ def _literal_int(node: exp.Expression | None) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
         return int(node.this)
     return None
+
+
+# Kinds of column (``Leg.kinds``) whose comparison with a literal means exactly the same
+# in PostgreSQL, MariaDB/MySQL and the engine, and the literals that compare so with each.
+_EXACT_KINDS = ("int", "decimal", "date")
+_PLAIN_NUMBER = re.compile(r"\d+(\.\d*)?|\.\d+")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _settled(condition: exp.Expression, leg: Leg) -> bool:
+    """Whether ``condition``, pushed to ``leg``, keeps in its source exactly the rows the
+    engine would keep: a comparison (=, <>, <, <=, >, >=, BETWEEN) of an integer, decimal
+    or date column of a PostgreSQL or MariaDB/MySQL leg with plain literals of its kind
+    (a number without exponent; a date written 'YYYY-MM-DD'). Such a condition is left out
+    of the engine's statement, and a column it alone reads is not sent: the 2 %-selective
+    join's orders leg no longer sends the 21 204 order dates its filter kept. Text (the
+    source's collation), floats, timestamps (precision, time zone) and SQLite (its columns
+    may hold any type) stay checked by the engine too."""
+    if leg.source.dialect not in ("postgresql", "mysql"):
+        return False
+    if isinstance(condition, exp.Between):
+        column, literals = condition.this, [condition.args.get("low"),
+                                            condition.args.get("high")]
+    elif isinstance(condition, exp.EQ | exp.NEQ | exp.GT | exp.GTE | exp.LT | exp.LTE):
+        column, literals = condition.this, [condition.expression]
+        if not isinstance(column, exp.Column):
+            column, literals = condition.expression, [condition.this]
+    else:
+        return False
+    if not isinstance(column, exp.Column):
+        return False
+    kind = leg.kinds.get(column.name.lower())
+    return kind in _EXACT_KINDS and all(_exact_literal(node, kind) for node in literals)
+
+
+def _is_date(text: str) -> bool:
+    """A valid calendar date ('2023-02-30' is none: each side would read it its own way)."""
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _exact_literal(node: exp.Expression | None, kind: str) -> bool:
+    if isinstance(node, exp.Neg) and kind != "date":
+        node = node.this
+    if kind == "date":
+        if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.DATE:
+            node = node.this
+        return isinstance(node, exp.Literal) and node.is_string and \
+            _ISO_DATE.fullmatch(node.this) is not None and _is_date(node.this)
+    return isinstance(node, exp.Literal) and not node.is_string and \
+        _PLAIN_NUMBER.fullmatch(node.this) is not None
 
 
 def _nullable(select: exp.Select, joins: list[exp.Join]) -> set[str]:

@@ -227,6 +227,47 @@ def test_explain_shows_each_leg_with_its_pushed_filter_and_columns(fquery):
     assert sorted(body["data"]) == [[27], [54]]
 
 
+def test_a_filter_its_source_settles_exactly_leaves_the_engine_and_its_column_stays_home(
+        fquery):
+    """An integer, decimal or date column compared with plain literals of its kind keeps
+    the same rows in PostgreSQL, MariaDB and the engine: the engine does not check it
+    again, and a column only such a condition reads is not sent. A condition on text (the
+    source's collation decides), on a timestamp, or on a SQLite leg is checked by the
+    engine as well, its column sent."""
+    steps = _explain(fquery, "SELECT o.id, c.name FROM pg.orders o JOIN maria.customers c "
+                             "ON o.customer_id = c.id WHERE o.amount >= 10.25 "
+                             "AND o.qty BETWEEN -5 AND 10000000040 "
+                             "AND c.joined < DATE '2024-02-29' AND c.score <> 3")
+    assert "o.amount >= 10.25" in steps["pg"] and "amount" not in steps["duckdb"], steps
+    assert '"amount"' not in steps["pg"].split(" FROM ")[0], steps  # not sent
+    assert '"qty"' not in steps["pg"].split(" FROM ")[0] and "qty" not in steps["duckdb"]
+    assert "joined" not in steps["duckdb"] and "score" not in steps["duckdb"], steps
+    kept = _explain(fquery, "SELECT o.id, c.name FROM pg.orders o JOIN maria.customers c "
+                            "ON o.customer_id = c.id JOIN lite.targets t "
+                            "ON t.country = c.country WHERE c.country = 'FR' "
+                            "AND o.placed > '2024-03-01' AND t.goal > 100 "
+                            "AND o.rate > 0.5 AND c.joined > '2024-02-30'")
+    for condition in ("c.country = 'FR'", "o.placed > '2024-03-01'", "t.goal > 100",
+                      "o.rate > 0.5", "c.joined > '2024-02-30'"):
+        assert condition in kept["duckdb"], (condition, kept)
+
+
+SETTLED = [  # each condition at its boundary, kept by the source alone
+    "o.amount >= 10.25", "o.amount > 990", "o.amount <= 37.13", "o.qty <> 10000000007",
+    "o.customer_id BETWEEN 2 AND 4", "o.id > -1", "c.joined < DATE '2024-02-29'",
+    "c.joined >= '2023-03-11'", "c.score = 3", "c.joined BETWEEN '2023-01-05' AND '2024-02-29'",
+]
+
+
+@pytest.mark.parametrize("condition", SETTLED)
+def test_a_settled_filter_keeps_the_rows_of_one_database(fquery, condition):
+    split, single = _both("SELECT o.id, o.amount, c.name FROM {O} o JOIN {C} c "
+                          "ON o.customer_id = c.id WHERE " + condition + " ORDER BY o.id")
+    got, want = fquery(split), fquery(single)
+    assert _rows(got, True) == _rows(want, True) and got["data"], (got, want)
+    assert " WHERE " not in _explain(fquery, split)["duckdb"]  # the only condition: settled
+
+
 def test_explain_keeps_outer_join_filters_in_the_engine_and_pushes_a_safe_limit(fquery):
     steps = _explain(fquery, "SELECT c.id FROM maria.customers c LEFT JOIN pg.orders o "
                              "ON o.customer_id = c.id AND o.paid WHERE o.id IS NULL")
