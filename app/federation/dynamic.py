@@ -55,7 +55,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from ..lru import LruCache
-from ..sql.estimate import distinct_values, estimate_rows
+from ..sql.estimate import distinct_values, estimate_rows, table_rows
 from ..sql.gate import gate
 from ..sql.sources import DataSource, SourceRegistry
 from . import files
@@ -293,9 +293,12 @@ def estimate_legs(legs: list[Leg], registry: SourceRegistry, sizes: Sizes,
                 leg.estimate = files.row_count(leg)
                 return
             gated = gate(leg.sql, registry, leg.source.name)
-            if not gated.param_names:
-                leg.estimate = estimate_rows(gated.source or leg.source, gated.sql,
-                                             timeout_s)
+            source = gated.source or leg.source
+            if whole(leg) and source.dialect == "sqlite":  # its statistics, if analysed
+                leg.estimate = table_rows(source, *_stored_names(source, leg.table),
+                                          timeout_s)
+            if leg.estimate is None and not gated.param_names:
+                leg.estimate = estimate_rows(source, gated.sql, timeout_s)
         if leg.estimate is not None and ttl_s > 0:
             kept.put((leg.source.name.lower(), leg.sql), (leg.source, now, leg.estimate))
 

@@ -10,8 +10,8 @@ answers from its own statistics, without reading the rows.
 - MariaDB/MySQL: ``EXPLAIN``'s ``rows`` × ``filtered`` of each table, multiplied (the rows
   its nested loops are expected to produce).
 - SQLite has no row estimate of a statement: a count of the statement's rows, stopped at
-  ``bound`` (SQLite reads its own file; counting a few hundred thousand rows takes
-  milliseconds).
+  ``bound``; a whole table's rows come from ``sqlite_stat1`` when ANALYZE made one
+  (``table_rows``), without reading them.
 
 ``distinct_values`` answers, from the same statistics, how many different values a column
 of a table holds (PostgreSQL's ``pg_stats``, the cardinality of a MariaDB/MySQL index the
@@ -35,7 +35,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from .execute import begin_mysql, begin_postgresql, checkout, reset_mysql_session
 from .sources import DataSource
@@ -57,6 +59,19 @@ def estimate_rows(source: DataSource, sql: str, timeout_s: float,
         "postgresql": lambda conn, left: _postgresql(conn, sql, left),
         "mysql": lambda conn, left: _mysql(conn, sql, left),
         "sqlite": lambda conn, left: _sqlite(conn, sql, left, bound)})
+
+
+def table_rows(source: DataSource, schema: str | None, table: str, timeout_s: float
+               ) -> int | None:
+    """The rows of a whole table as the source's statistics count them, without reading
+    it: SQLite's ``sqlite_stat1``, which ANALYZE keeps (each of its rows for a table begins
+    with the table's rows). None when the source keeps no such figure: the caller counts
+    the rows instead (``estimate_rows``), which took 18 ms for 20 000 rows and 186 ms
+    for 80 000 on a cold file (TPC-H SF 0.1's part and partsupp)."""
+    if schema is not None:  # an attached database's statistics: counted instead
+        return None
+    return _ask(source, timeout_s, "table rows",
+                {"sqlite": lambda conn, _left: _sqlite_table_rows(conn, table)})
 
 
 def distinct_values(source: DataSource, schema: str | None, table: str, column: str,
@@ -138,9 +153,48 @@ def _mysql_distinct(conn: Any, schema: str | None, table: str, column: str,
     return max(found) if found else None
 
 
+def _sqlite_stat_distinct(conn: Any, table: str, column: str) -> int | None:
+    """A table's one-column primary key holds a value a row: the table's rows by
+    ``sqlite_stat1``. Read from the table's CREATE statement in ``sqlite_master`` (the
+    connection's authorizer refuses PRAGMA functions)."""
+    dbapi = conn.driver_connection
+    row = dbapi.execute("SELECT sql FROM sqlite_master WHERE type = 'table' "
+                        "AND name = ? COLLATE NOCASE", (table,)).fetchone()
+    if row is None or not isinstance(row[0], str):
+        return None
+    try:
+        create = sqlglot.parse_one(row[0], read="sqlite")
+    except SqlglotError:
+        return None
+    keys = [node.parent.parent.name for node in create.find_all(exp.PrimaryKeyColumnConstraint)
+            if isinstance(node.parent, exp.ColumnConstraint)
+            and isinstance(node.parent.parent, exp.ColumnDef)]
+    for key in create.find_all(exp.PrimaryKey):
+        keys += [part.name for part in key.expressions]
+    if len(keys) != 1 or keys[0].lower() != column.lower():
+        return None
+    return _sqlite_table_rows(conn, table)
+
+
+def _sqlite_table_rows(conn: Any, table: str) -> int | None:
+    dbapi = conn.driver_connection
+    if dbapi.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                     "AND name = 'sqlite_stat1'").fetchone() is None:
+        return None  # never analysed
+    counts = [int(stat.split()[0]) for (stat,) in dbapi.execute(
+        "SELECT stat FROM sqlite_stat1 WHERE tbl = ? COLLATE NOCASE", (table,))
+        if isinstance(stat, str) and stat.split() and stat.split()[0].isdigit()]
+    return max(counts) if counts else None
+
+
 def _sqlite_distinct(conn: Any, table: str, column: str, timeout_s: float,
                      bound: int) -> int | None:
-    # SQLite's statistics leave out a rowid key: its values are counted, as its legs are.
+    """A one-column primary key's values from ``sqlite_stat1`` when ANALYZE made one (as
+    many as the table's rows); other columns' values are counted (TPC-H SF 0.1's 20 000
+    part keys took 3-9 ms)."""
+    found = _sqlite_stat_distinct(conn, table, column)
+    if found is not None:
+        return found
     dbapi = conn.driver_connection
     distinct = exp.select(exp.column(column, quoted=True)).distinct().from_(
         exp.to_table(table, quoted=True)).limit(bound)

@@ -183,3 +183,60 @@ def test_a_source_that_is_down_does_not_keep_a_worker_from_its_requests(
             body = requests.post(server.url + "/api/sql/query", json={
                 "query": "SELECT 1 FROM gone.t"}, timeout=60).json()
             assert body.get("type") == "error", body
+
+
+@pytest.fixture
+def lite_tables(fed_sources):
+    """lite.st_counted (50 rows when analysed, 200 now) and lite.st_plain (200 rows, never
+    analysed), beside maria.customers; dropped at the end."""
+    import sqlite3
+
+    path = fed_sources["lite"].split(":///", 1)[1]
+    with contextlib.closing(sqlite3.connect(path)) as lite:
+        for table in ("st_counted", "st_plain"):
+            lite.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, customer_id INTEGER)")
+            lite.execute(f"CREATE INDEX {table}_customer ON {table} (customer_id)")
+        lite.executemany("INSERT INTO st_counted VALUES (?, ?)",
+                         [(i, 1 + i % 6) for i in range(50)])
+        lite.execute("ANALYZE st_counted")
+        lite.executemany("INSERT INTO st_counted VALUES (?, ?)",
+                         [(i, 1 + i % 6) for i in range(50, 200)])
+        lite.executemany("INSERT INTO st_plain VALUES (?, ?)",
+                         [(i, 1 + i % 6) for i in range(200)])
+        lite.commit()
+    yield
+    with contextlib.closing(sqlite3.connect(path)) as lite:
+        for table in ("st_counted", "st_plain"):
+            lite.execute(f"DROP TABLE IF EXISTS {table}")
+        lite.execute("DELETE FROM sqlite_stat1 WHERE tbl LIKE 'st_%'")
+        lite.commit()
+
+
+@pytest.mark.parametrize("table, estimate", [("st_counted", 50), ("st_plain", 200)])
+def test_a_whole_sqlite_table_is_sized_by_its_statistics_or_counted(fed_app, fquery,
+                                                                    lite_tables, table,
+                                                                    estimate):
+    # Analysed: sqlite_stat1's figure (50, from before 150 more rows came), not a count of
+    # its rows; never analysed: its rows counted (200).
+    sql = (f"SELECT s.id, c.name FROM lite.{table} s JOIN maria.customers c "
+           "ON c.id = s.customer_id ORDER BY s.id")
+    steps = {step[1]: step[0] for step in fquery("EXPLAIN " + sql)["data"]}
+    assert f"estimated {estimate} rows by lite" in steps["lite"], steps
+    answer = fquery(sql)
+    assert answer["type"] == "table" and len(answer["data"]) == 200, answer
+
+
+def test_a_sqlite_key_is_counted_by_its_statistics_other_columns_by_reading(fed_app,
+                                                                           lite_tables):
+    # Analysed: the primary key holds a value a row, as many as sqlite_stat1's rows (50,
+    # the table's rows then: 150 came since); any other column's values are counted (6).
+    # Never analysed: both counted (200, 6).
+    from app.sql.estimate import distinct_values
+    from app.sql.sources import current_sources
+
+    with fed_app.app_context():
+        lite = current_sources().get("lite")
+        counts = {(table, column): distinct_values(lite, None, table, column, 5.0)
+                  for table in ("st_counted", "st_plain") for column in ("id", "customer_id")}
+    assert counts == {("st_counted", "id"): 50, ("st_counted", "customer_id"): 6,
+                      ("st_plain", "id"): 200, ("st_plain", "customer_id"): 6}, counts
