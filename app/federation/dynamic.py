@@ -393,6 +393,7 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
     are in the engine (None: no condition applies); notes each one in ``leg.dynamic``."""
     glot = leg.source.sqlglot_dialect
     forms: list[tuple[str, str]] = []  # per condition: its column, and its kind of values
+    targets: list[exp.Column] = []     # per condition: that column
     texts: list[tuple[str, ...]] = []  # per condition: the values, written in the dialect
     for link in links:
         wanted = link.target.kinds.get(link.target_column)
@@ -403,10 +404,12 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
         kind, values, low, high = found
         if kind != wanted:
             continue
-        column = source_column(leg, link.target_column).sql(dialect=glot)
+        target = source_column(leg, link.target_column)
+        column = target.sql(dialect=glot)
         label = link.source.label if isinstance(link.source, Held) else link.source.name
         if values is not None and not values:
             forms.append((column, "none"))
+            targets.append(target)
             texts.append(())
             leg.dynamic.append(f"no rows: {label} has no key")
         elif values is not None:
@@ -414,6 +417,7 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
                 continue  # no database text holds NUL; the filter is left out
             rows = _as_rows(leg, kind, values)
             forms.append((column, "rows" if rows else "in"))
+            targets.append(target)
             texts.append((_literals(values, kind, glot, rows=rows),))
             leg.dynamic.append(f"{column} IN {'(VALUES …) ' if rows else ''}"
                                f"{len(values)} keys of {label}")
@@ -421,12 +425,13 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
             bounds = (_literal(low, kind).sql(dialect=glot),
                       _literal(high, kind).sql(dialect=glot))
             forms.append((column, "range"))
+            targets.append(target)
             texts.append(bounds)
             leg.dynamic.append(f"{column} BETWEEN {bounds[0]} AND {bounds[1]} "
                                f"(the key range of {label})")
     if not forms:
         return None
-    token, template = _template(leg, links, forms)
+    token, template = _template(leg, forms, targets)
     return re.sub(token + r"(\d+)_(\d+)x",
                   lambda m: texts[int(m.group(1))][int(m.group(2))], template)
 
@@ -437,21 +442,18 @@ def filtered_sql(leg: Leg, links: list[Link], session: Session, max_keys: int
 _TEMPLATES: LruCache[tuple, tuple[str, str]] = LruCache(512)
 
 
-def _template(leg: Leg, links: list[Link], forms: list[tuple[str, str]]
+def _template(leg: Leg, forms: list[tuple[str, str]], targets: list[exp.Column]
               ) -> tuple[str, str]:
     """(marker, the leg's query with condition ``i``'s ``j``-th text written as
-    ``{marker}{i}_{j}x``): a marker of random letters, which no query can hold by chance."""
+    ``{marker}{i}_{j}x``): a marker of random letters, which no query can hold by chance.
+    ``targets``: the column of each condition (``forms`` holds its text)."""
     key = (leg.source.name.lower(), leg.source.sqlglot_dialect, leg.sql, tuple(forms))
     kept = _TEMPLATES.get(key)
     if kept is not None:
         return kept
     token = f"quarrykeys{secrets.token_hex(8)}"
-    by_column = {source_column(leg, link.target_column).sql(
-        dialect=leg.source.sqlglot_dialect): source_column(leg, link.target_column)
-        for link in links}
     conditions: list[exp.Expression] = []
-    for i, (column, form) in enumerate(forms):
-        target = by_column[column]
+    for i, ((_, form), target) in enumerate(zip(forms, targets, strict=True)):
         if form == "none":
             conditions.append(exp.false())
         elif form == "range":

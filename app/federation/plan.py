@@ -451,9 +451,6 @@ def _unresolved(exc: OptimizeError, legs: list[Leg], schema: dict[str, dict[str,
 # --- what each leg needs ---------------------------------------------------------------------
 
 def _fill_legs(statement: exp.Expression, legs: list[Leg]) -> None:
-    by_alias: dict[str, list[Leg]] = {}
-    for leg in legs:
-        by_alias.setdefault(leg.alias, []).append(leg)
     wanted: dict[str, set[str]] = {}
     simple: list[Leg] = []
     for node in list(statement.find_all(exp.Table)):
