@@ -131,7 +131,7 @@ class RunningStatements:
     def _insert(self, statements: list[Statement]) -> None:
         """Insert rows for ``statements`` (the lock is held by the caller)."""
         now = datetime.now(UTC)
-        rows = [{"id": s.id, "user_name": s.user, "source": s.source, "statement": s.sql,
+        rows = [{"id": s.id, "user_name": s.user, "source": _sources(s), "statement": s.sql,
                  "response_format": s.response_format, "started_at": s.started_at,
                  "seen_at": now, "rows_sent": s.rows_sent, "host": self.host,
                  "pid": os.getpid(), "backend_id": s.backend_id, "cancel_requested": False,
@@ -213,6 +213,9 @@ class RunningStatements:
                                          self._legs_written.get(statement.id)):
                     with self._lock:
                         values["legs"] = self._legs_text(legs, statement.id)
+                    # The row may have been written before the statement was planned
+                    # (REGISTER_AFTER_S on a busy machine): its sources are known by now.
+                    values["source"] = _sources(statement)
                 if refresh:
                     values.update(rows_sent=statement.rows_sent, seen_at=seen,
                                   backend_id=statement.backend_id)
@@ -225,6 +228,12 @@ class RunningStatements:
 
 
 # ---------------------------------------------------------------------------- list and cancel
+
+
+def _sources(statement: Statement) -> str:
+    """The statement's sources as the store's column holds them (63 characters: a statement
+    over many sources is listed with its first names; its legs name every one)."""
+    return statement.source[:63]
 
 
 def legs_of(statement: Statement) -> list[dict[str, Any]] | None:

@@ -426,6 +426,35 @@ def test_cancel_stops_the_leg_in_its_database_and_the_list_shows_it_once(fed_app
         assert running.fetchone()[0] == 0
 
 
+def test_a_statement_over_sources_of_long_names_is_listed_while_it_runs(make_app, pg_store,
+                                                                       fed_sources, slow_view):
+    """The store keeps 63 characters of a statement's sources: two of 60 are listed cut
+    there (PostgreSQL refused the whole row before: the statement was never listed), and
+    its legs name each whole."""
+    names = ["pg_" + "p" * 57, "maria_" + "m" * 54]
+    app = make_app(DATABASE_URL=pg_store,
+                   DATA_SOURCES={names[0]: fed_sources["pg"], names[1]: fed_sources["maria"]})
+    sql = f"SELECT s.id FROM {names[0]}.slow s JOIN {names[1]}.customers c ON c.id = s.id"
+    thread = threading.Thread(target=lambda: app.test_client().post(
+        "/api/sql/query", json={"query": sql}))
+    thread.start()
+    listed: list = []
+    deadline = time.monotonic() + 15
+    while not (listed and listed[0].get("legs")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        listed = [q for q in app.test_client().get("/api/sql/queries").get_json()
+                  if q["statement"] == sql]
+    try:
+        assert len(listed) == 1, listed
+        assert listed[0]["source"] == f"{names[0]}, {names[1]}"[:63]
+        assert [leg["source"] for leg in listed[0]["legs"]] == names
+    finally:
+        for item in listed:
+            app.test_client().delete(f"/api/sql/queries/{item['query_id']}")
+        thread.join(15)
+    assert not thread.is_alive()
+
+
 def test_a_failing_leg_stops_the_legs_running_beside_it(fed_app, fquery, slow_view,
                                                          monkeypatch):
     # Legs run in parallel: customers (6 rows) breaks the leg limit at once, while the
