@@ -23,6 +23,7 @@ from sqlglot import exp
 from ..errors import ModelNotFound, NameTaken, ObjectNotFound, ProjectNotFound, Unprocessable
 from ..extensions import db
 from ..federation import run as federation
+from ..lru import LruCache
 from ..rules.names import PROJECT_TABLES, lookup_key, name_key, validate_name
 from ..sql.errors import ErrorCode, SqlError
 from ..sql.gate import check_read_only, parse_single
@@ -136,17 +137,49 @@ def expand(query: str, db: str | None, registry: SourceRegistry) -> str | None:
     """``query`` with every view it names replaced by its SELECT (``SELECT … FROM p.v``
     becomes ``SELECT … FROM (<v's SELECT>) AS v``), or None when it names no view. ``db``:
     the project bare names are in. The views are those the caller may read; SqlError for a
-    view that reads itself."""
+    view that reads itself.
+
+    A statement seen before is not parsed again to find that it names no view: the tables
+    that might be views are kept by its text (``_CANDIDATES``), and each is looked up as
+    the first time (a data source of the caller's? a view it may read?)."""
+    key = (query, db)
+    kept = _CANDIDATES.get(key)
+    if kept is not None and not any(registry.get(project) is None and
+                                    find_view(project, name) is not None
+                                    for project, name in kept):
+        return None
     try:
         parsed = parse_sqlglot(query, None)
     except SqlError:
+        parsed = []
+    tree = parsed[0] if len(parsed) == 1 else None
+    if len(query) <= _KEPT_TEXT:
+        _CANDIDATES.put(key, _candidates(tree, db) if tree is not None else ())
+    if tree is None or not list(tree.find_all(exp.Table)):
         return None
-    if len(parsed) != 1 or parsed[0] is None or not list(parsed[0].find_all(exp.Table)):
-        return None
-    tree = parsed[0]
     if not _replace_views(tree, db, registry, set(), 0):
         return None
     return _render(tree, db, registry)
+
+
+# The tables each statement names that might be views, by its text and project (see
+# ``expand``): a federated statement's text was parsed anew at each run to learn that it
+# names none (4 ms of a 30-50 ms statement over two sources). Texts up to _KEPT_TEXT.
+_CANDIDATES: LruCache[tuple[str, str | None], tuple[tuple[str, str], ...]] = LruCache(256)
+_KEPT_TEXT = 64 * 1024
+
+
+def _candidates(tree: exp.Expression, db: str | None) -> tuple[tuple[str, str], ...]:
+    """(project, name) of each table of ``tree`` that ``_replace_views`` would look up."""
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    found = []
+    for table in tree.find_all(exp.Table):
+        if table.catalog or not table.name or (not table.db and table.name.lower() in ctes):
+            continue
+        project = table.db or db
+        if project:
+            found.append((project, table.name))
+    return tuple(dict.fromkeys(found))
 
 
 def check_statement(project: str, name: str, query: str, database: str | None) -> None:

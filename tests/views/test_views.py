@@ -53,6 +53,23 @@ def test_a_view_is_read_as_a_table(client):
     assert joined["data"] == [[2500]]
 
 
+def test_the_same_statement_reads_a_view_made_after_it_ran_and_none_once_dropped(client):
+    """What a statement's text names is kept between runs; whether each name is a view is
+    asked at every run: a view created, dropped or replaced by a data source's name in
+    between is seen by the next run of the same text."""
+    sql = ("SELECT count(*) AS n FROM mindsdb.later l JOIN demo.iris i "
+           "ON i.species = l.species")
+    error(client, sql, "later")
+    ok(client, "CREATE VIEW mindsdb.later AS (SELECT * FROM demo.iris WHERE species = 'setosa')")
+    assert ok(client, sql)["data"] == [[2500]]
+    ok(client, "CREATE OR REPLACE VIEW mindsdb.later AS "
+               "(SELECT * FROM demo.iris WHERE species = 'virginica' AND petal_width > 2)")
+    narrower = ok(client, sql)["data"][0][0]
+    assert 0 < narrower < 2500
+    ok(client, "DROP VIEW mindsdb.later")
+    error(client, sql, "later")
+
+
 def test_the_from_form_of_mindsdb_sdk_and_views_of_views(client):
     # What mindsdb_sdk's views.create(name, sql, database) sends.
     ok(client, "CREATE VIEW counts FROM demo (SELECT species, count(*) AS n FROM iris "
