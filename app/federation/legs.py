@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
+from flask import current_app
 from sqlglot import exp
 
 from ..lru import LruCache
@@ -257,6 +258,11 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
     plan knows it, if it does; ``shapes``: the leg results' shapes kept, and to keep."""
     if files.is_file_source(leg.source):
         return files.attach(leg, session)
+    if leg.source.dialect == "sqlite" and sql is None:
+        at_once = _sqlite_at_once(registry, statement, deadline, leg, session, max_rows,
+                                  expected_rows)
+        if at_once is not None:
+            return at_once
     known = shapes.get(leg) if shapes is not None else None
     stream = _open(registry, statement, deadline, leg.source, leg.sql, max_rows, sql,
                    expected_rows, known)
@@ -310,6 +316,38 @@ def load(registry: SourceRegistry, statement: Statement, deadline: float, leg: L
     finally:
         stream.close()
     return rows
+
+
+def _sqlite_at_once(registry: SourceRegistry, statement: Statement, deadline: float,
+                    leg: Leg, session: Session, max_rows: int,
+                    expected_rows: int | None) -> int | None:
+    """A leg reading a whole SQLite table its plan sizes at most AT_ONCE_ROWS rows, of
+    INTEGER and TEXT columns, read by connectorx at once (``sql/native_sqlite.py``): its
+    rows, or None when it is not such a leg or that read declined it (then it is read as
+    before). The leg passes the gate as every leg does."""
+    from ..sql.native_mysql import AT_ONCE_ROWS  # the same bound as MariaDB's reads
+
+    if expected_rows is None or expected_rows > AT_ONCE_ROWS or leg.joined or \
+            leg.filters or leg.limit is not None or leg.table.db:
+        return None
+    kinds = {column.lower(): leg.kinds.get(column) for column in leg.columns}
+    if not kinds or any(kind not in ("int", "text") for kind in kinds.values()):
+        return None
+    gated = gate(leg.sql, registry, leg.source.name)
+    if gated.param_names or (gated.source is not None and gated.source is not leg.source):
+        return None
+    from ..sql import native_sqlite  # connectorx loads with its first use
+
+    statement.check()
+    table = native_sqlite.read_at_once(leg.source.info.get("path"), gated.sql, kinds,
+                                       min(2 * AT_ONCE_ROWS, max_rows),
+                                       current_app.config["SQL_MAX_RESPONSE_BYTES"])
+    if table is None:
+        return None
+    statement.check()  # a cancel or the time limit that came during the read
+    session.append(leg.name, table)
+    leg.rows = table.num_rows
+    return table.num_rows
 
 
 def _json_columns(stream: Any) -> frozenset[int]:

@@ -130,7 +130,7 @@ def open_connections(source: DataSource, *, arrow: bool) -> None:
     """Open a pooled connection of ``source`` and leave it idle in the pool; with ``arrow``,
     also an ADBC session to a PostgreSQL source's server (``native.py``), which its Arrow
     streams (a federated statement's legs) take, or a first read through connectorx from a
-    MariaDB/MySQL one (``native_mysql.py``)."""
+    MariaDB/MySQL one (``native_mysql.py``) or an SQLite file (``native_sqlite.py``)."""
     conn = checkout(source)
     try:
         if arrow and source.dialect == "postgresql":
@@ -141,6 +141,10 @@ def open_connections(source: DataSource, *, arrow: bool) -> None:
             from . import native_mysql  # as ADBC: loaded with its first use
 
             native_mysql.warm(conn.driver_connection)
+        elif arrow and source.dialect == "sqlite":
+            from . import native_sqlite  # connectorx, as for MariaDB
+
+            native_sqlite.warm(source.info.get("path"))
     finally:
         conn.close()
 
