@@ -55,6 +55,9 @@ LAZY_IMPORTS = {
     # connectorx (a large library) loads with the first Arrow stream from MariaDB/MySQL.
     ("app.sql.stream", "app.sql.native_mysql"): "loads connectorx on the first native stream",
     ("app.sql.execute", "app.sql.native_mysql"): "reads through connectorx at a worker's start",
+    ("app.sql.execute", "app.sql.native_sqlite"): "reads through connectorx at a worker's start",
+    ("app.federation.legs", "app.sql.native_sqlite"): "loads connectorx for the first SQLite "
+                                                      "leg read at once",
     # Celery loads only with a broker configured (else in a Celery worker, via wsgi.celery).
     ("app", "app.tasks"): "loads Celery only when a broker is configured",
 }

@@ -325,9 +325,9 @@ def _sqlite_at_once(registry: SourceRegistry, statement: Statement, deadline: fl
     INTEGER and TEXT columns, read by connectorx at once (``sql/native_sqlite.py``): its
     rows, or None when it is not such a leg or that read declined it (then it is read as
     before). The leg passes the gate as every leg does."""
-    from ..sql.native_mysql import AT_ONCE_ROWS  # the same bound as MariaDB's reads
+    from ..sql import native_sqlite  # connectorx loads with its first use
 
-    if expected_rows is None or expected_rows > AT_ONCE_ROWS or leg.joined or \
+    if expected_rows is None or expected_rows > native_sqlite.AT_ONCE_ROWS or leg.joined or \
             leg.filters or leg.limit is not None or leg.table.db:
         return None
     kinds = {column.lower(): leg.kinds.get(column) for column in leg.columns}
@@ -336,11 +336,9 @@ def _sqlite_at_once(registry: SourceRegistry, statement: Statement, deadline: fl
     gated = gate(leg.sql, registry, leg.source.name)
     if gated.param_names or (gated.source is not None and gated.source is not leg.source):
         return None
-    from ..sql import native_sqlite  # connectorx loads with its first use
-
     statement.check()
     table = native_sqlite.read_at_once(leg.source.info.get("path"), gated.sql, kinds,
-                                       min(2 * AT_ONCE_ROWS, max_rows),
+                                       min(2 * native_sqlite.AT_ONCE_ROWS, max_rows),
                                        current_app.config["SQL_MAX_RESPONSE_BYTES"])
     if table is None:
         return None

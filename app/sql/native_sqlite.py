@@ -30,6 +30,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# The same bound on rows as MariaDB's reads at once (the legs read it here).
+from .native_mysql import AT_ONCE_ROWS as AT_ONCE_ROWS
+
 log = logging.getLogger(__name__)
 
 # A path connectorx's URL carries as it is: no '%', '?', '#' or spaces to decode.
