@@ -55,7 +55,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from ..lru import LruCache
-from ..sql.estimate import distinct_values, estimate_rows, table_rows, together
+from ..sql.estimate import distinct_values, estimate_rows, table_rows
 from ..sql.gate import gate
 from ..sql.sources import DataSource, SourceRegistry
 from . import files
@@ -306,21 +306,18 @@ def estimate_legs(legs: list[Leg], registry: SourceRegistry, sizes: Sizes,
     for name, job in [(leg.source.name, lambda leg=leg: one(leg)) for leg in wanted] + \
             list(more):
         by_source.setdefault(name, []).append(job)
-    sources = {leg.source.name: leg.source for leg in legs}
 
-    def ask(name: str, jobs: list[Callable[[], None]]) -> None:
-        # One source's questions share one connection and session (``together``).
-        with together(sources.get(name)):
-            for job in jobs:
-                job()
+    def ask(jobs: list[Callable[[], None]]) -> None:
+        for job in jobs:
+            job()
 
     if len(by_source) <= 1:
-        for name, jobs in by_source.items():
-            ask(name, jobs)
+        for jobs in by_source.values():
+            ask(jobs)
         return
     with ThreadPoolExecutor(max_workers=min(len(by_source), 4),
                             thread_name_prefix="quarry-estimate") as pool:
-        for future in [pool.submit(ask, name, jobs) for name, jobs in by_source.items()]:
+        for future in [pool.submit(ask, jobs) for jobs in by_source.values()]:
             future.result()
 
 

@@ -29,12 +29,10 @@ statement is planned without it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import sqlglot
@@ -90,82 +88,26 @@ def distinct_values(source: DataSource, schema: str | None, table: str, column: 
     return _ask(source, timeout_s, "count of values", asks)
 
 
-# The MariaDB/MySQL connection ``together`` holds in this thread: its source, the pooled
-# connection once the first question took it, and whether its transaction is open.
-_held = threading.local()
-
-
-@contextlib.contextmanager
-def together(source: DataSource | None) -> Iterator[None]:
-    """The questions this thread asks a MariaDB/MySQL ``source`` within the block share one
-    pooled connection and one READ ONLY transaction, reset once at the end. Each asked on
-    its own began its session and reset it (COM_RESET_CONNECTION, then the character set,
-    SQL mode and autocommit made again, and the time limit set again): MariaDB's three
-    questions of TPC-H Q5's first run took 19.5 ms one after another, 13 of them there."""
-    if source is None or source.dialect != "mysql" or getattr(_held, "source", None):
-        yield
-        return
-    _held.source, _held.conn, _held.begun = source, None, False
-    try:
-        yield
-    finally:
-        conn, begun = _held.conn, _held.begun
-        _held.source, _held.conn, _held.begun = None, None, False
-        if conn is not None:
-            try:
-                if begun:
-                    reset_mysql_session(conn)
-            finally:
-                conn.close()
-
-
 def _ask(source: DataSource, timeout_s: float, what: str,
          asks: dict[str, Callable[[Any, float], Any]]) -> Any:
     """One question to ``source`` on a pooled connection (``asks``: by dialect), given at
-    most MAX_SECONDS; None when it cannot answer, never an error. Within ``together``, on
-    the connection it holds."""
+    most MAX_SECONDS; None when it cannot answer, never an error."""
     ask = asks.get(source.dialect)
     if ask is None:
         return None
-    held = getattr(_held, "source", None) is source
-    conn = _held.conn if held else None
-    if conn is None:
-        try:
-            conn = checkout(source)
-        except Exception:  # busy or down: the statement itself will say so
-            return None
-        if held:
-            _held.conn = conn
+    try:
+        conn = checkout(source)
+    except Exception:  # busy or down: the statement itself will say so
+        return None
     try:
         return ask(conn, max(min(timeout_s, MAX_SECONDS), 0.001))
     except Exception as exc:  # no statistics, a time limit: plan without the figure
         log.debug("no %s from %s: %s", what, source.name, exc)
         if conn.is_valid:
             conn.invalidate()  # its transaction state is unknown: never back to the pool
-        if held:  # the next question takes another connection
-            _held.conn, _held.begun = None, False
-            conn.close()
         return None
     finally:
-        if not held:
-            conn.close()
-
-
-@contextlib.contextmanager
-def _mysql_session(conn: Any, cursor: Any, timeout_s: float) -> Iterator[None]:
-    """A question's READ ONLY transaction: the one ``together`` holds open on ``conn``, or
-    its own, reset after it."""
-    if getattr(_held, "conn", None) is conn:
-        if not _held.begun:
-            begin_mysql(conn, cursor, timeout_s)
-            _held.begun = True
-        yield
-        return
-    try:
-        begin_mysql(conn, cursor, timeout_s)
-        yield
-    finally:
-        reset_mysql_session(conn)
+        conn.close()
 
 
 def _postgresql_distinct(conn: Any, schema: str | None, table: str, column: str,
@@ -194,16 +136,16 @@ def _mysql_distinct(conn: Any, schema: str | None, table: str, column: str,
     my = conn.driver_connection
     cursor = my.cursor()
     try:
-        with _mysql_session(conn, cursor, timeout_s):
-            # An index whose first column it is: its cardinality counts the column's
-            # values. SHOW INDEX opens the one table (information_schema would open them all).
-            named = exp.to_table(table if schema is None else f"{schema}.{table}",
-                                 quoted=True)
-            cursor.execute(f"SHOW INDEX FROM {named.sql(dialect='mysql')}")
-            names = [d[0].lower() for d in cursor.description or ()]
-            rows = cursor.fetchall()
+        begin_mysql(conn, cursor, timeout_s)
+        # An index whose first column it is: its cardinality counts the column's values.
+        # SHOW INDEX opens the one table (information_schema would open them all).
+        named = exp.to_table(table if schema is None else f"{schema}.{table}", quoted=True)
+        cursor.execute(f"SHOW INDEX FROM {named.sql(dialect='mysql')}")
+        names = [d[0].lower() for d in cursor.description or ()]
+        rows = cursor.fetchall()
     finally:
         cursor.close()
+        reset_mysql_session(conn)
     at_column, at_seq, at_count = (names.index("column_name"), names.index("seq_in_index"),
                                    names.index("cardinality"))
     found = [int(row[at_count]) for row in rows if row[at_seq] == 1 and row[at_count]
@@ -352,12 +294,13 @@ def _mysql(conn: Any, sql: str, timeout_s: float) -> int | None:
     my = conn.driver_connection
     cursor = my.cursor()
     try:
-        with _mysql_session(conn, cursor, timeout_s):
-            cursor.execute("EXPLAIN " + sql)
-            names = [d[0].lower() for d in cursor.description or ()]
-            rows = cursor.fetchall()
+        begin_mysql(conn, cursor, timeout_s)
+        cursor.execute("EXPLAIN " + sql)
+        names = [d[0].lower() for d in cursor.description or ()]
+        rows = cursor.fetchall()
     finally:
         cursor.close()
+        reset_mysql_session(conn)
     if "rows" not in names or not rows:
         return None
     at_rows, at_filtered = names.index("rows"), names.index("filtered") \
