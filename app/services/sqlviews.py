@@ -164,7 +164,7 @@ def expand(query: str, db: str | None, registry: SourceRegistry) -> str | None:
 
 # The tables each statement names that might be views, by its text and project (see
 # ``expand``): a federated statement's text was parsed anew at each run to learn that it
-# names none (4 ms of a 30-50 ms statement over two sources). Texts up to _KEPT_TEXT
+# names none (1-4 ms of a 40-100 ms statement over several sources). Texts up to _KEPT_TEXT
 # characters (256 of them: 4 MiB of ASCII text in a process at most).
 _CANDIDATES: LruCache[tuple[str, str | None], tuple[tuple[str, str], ...]] = LruCache(256)
 _KEPT_TEXT = 16 * 1024
