@@ -71,6 +71,11 @@ class Leg:
     estimate: int | None = None
     dynamic: list[str] = field(default_factory=list)  # filters added at run time
     state: str = "waiting"           # then "running", "done"
+    # The source's own names of its columns, by lower-cased name, per table alias of a leg
+    # that joins several ("" for a leg of one table): the plan lower-cases names (the
+    # engine ignores case), and a source where case matters (PostgreSQL's quoted
+    # "customerId") is asked for each column by its own name.
+    stored: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -299,7 +304,8 @@ def split(statement: exp.Expression, registry: SourceRegistry, context: DataSour
         if key not in described:
             described[key] = describe(source, original)
         leg = Leg(len(legs), source, original, (written_alias or plain_name).lower(),
-                  kinds={column.lower(): kind for column, kind in described[key]})
+                  kinds={column.lower(): kind for column, kind in described[key]},
+                  stored={"": {column.lower(): column for column, _ in described[key]}})
         legs.append(leg)
         schema[leg.name] = {column.lower(): "UNKNOWN" for column, _ in described[key]}
         table.replace(exp.Table(this=exp.to_identifier(leg.name),
@@ -373,7 +379,24 @@ def leg_sql(leg: Leg, extra: list[exp.Expression] | tuple = ()) -> str:
 def source_column(leg: Leg, name: str) -> exp.Column:
     """Column ``name`` of the leg's engine table as its source knows it."""
     alias, column = leg.origin.get(name, (leg.alias, name))
-    return exp.column(column, table=alias, quoted=True)
+    return exp.column(stored_name(leg, alias, column), table=alias, quoted=True)
+
+
+def stored_name(leg: Leg, alias: str, name: str) -> str:
+    """The source's own name of column ``name`` of the leg's table ``alias``."""
+    return leg.stored.get(alias.lower() if leg.joined else "", {}).get(name.lower(), name)
+
+
+def _stored_names(leg: Leg, condition: exp.Expression) -> exp.Expression:
+    """``condition`` (a copy) with each column of the leg's tables by its source's name."""
+    condition = condition.copy()
+    for column in condition.find_all(exp.Column):
+        if not column.table or not isinstance(column.this, exp.Identifier):
+            continue
+        name = stored_name(leg, column.table, column.name)
+        if name != column.name:
+            column.set("this", exp.to_identifier(name, quoted=True))
+    return condition
 
 
 def _texts(leg: Leg) -> tuple[str, str]:
@@ -413,7 +436,7 @@ def _leg_select(leg: Leg, extra: list[exp.Expression] | tuple) -> exp.Select:
         select = select.from_(table, copy=False) if i == 0 else \
             select.join(table, join_type="CROSS", copy=False)
     for condition in [*leg.filters, *extra]:
-        select = select.where(condition.copy(), copy=False)
+        select = select.where(_stored_names(leg, condition), copy=False)
     if leg.limit is not None:
         select = select.limit(leg.limit, copy=False)
     return select
@@ -652,6 +675,7 @@ def _merge(statement: exp.Expression, select: exp.Select, legs: list[Leg],
                  joined=[(leg.table, leg.alias) for leg in members],
                  filters=[c.copy() for c in pushed])
     merged.alias = merged.name
+    merged.stored = {leg.alias.lower(): leg.stored.get("", {}) for leg in members}
     names = {leg.name for leg in members}
     kinds = {leg.alias.lower(): leg.kinds for leg in members}
     # Inner joins only: every ON condition may as well be a WHERE condition, and the

@@ -77,3 +77,22 @@ def test_a_value_longer_than_the_connection_allows_is_refused_as_before(make_app
                                  "lite": _file(tmp_path, "long.db", people)})
     body = sql_runner(app.test_client())(JOINED)
     assert body["type"] == "error" and "too big" in body["error_message"], body
+
+
+def test_hostile_table_and_column_names_read_at_once(make_app, fed_sources, tmp_path):
+    """Quoted names with quotes, spaces and case: the leg's own SQL names them, and the
+    columns come back under the names the row path gives them."""
+    path = tmp_path / "odd.db"
+    with contextlib.closing(sqlite3.connect(path)) as lite:
+        lite.execute('CREATE TABLE "we""ird tab" ("Id" INTEGER, "lab el" TEXT, "É" TEXT)')
+        lite.executemany('INSERT INTO "we""ird tab" VALUES (?, ?, ?)',
+                         [(i, f"x'{i}\"", "ünï" if i % 2 else None) for i in range(8)])
+        lite.execute("ANALYZE")
+        lite.commit()
+    app = make_app(DATA_SOURCES={"pg": fed_sources["pg"], "lite": f"sqlite:///{path}"})
+    body = sql_runner(app.test_client())(
+        'SELECT o.id, t."lab el", t."É" FROM pg.orders o JOIN lite."we""ird tab" t '
+        'ON t."Id" = o.customer_id WHERE o.id <= 8 ORDER BY o.id')
+    expected = [[order[0], f"x'{order[1]}\"", "ünï" if order[1] % 2 else None]
+                for order in ORDERS if order[0] <= 8]
+    assert body["data"] == expected, body
