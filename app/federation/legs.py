@@ -36,6 +36,7 @@ from ..sql.running import Statement
 from ..sql.sources import DataSource, SourceRegistry
 from ..sql.stream import Shape, open_stream
 from . import files
+from .dynamic import whole
 from .engine import Session, json_field
 from .plan import Leg
 
@@ -327,8 +328,8 @@ def _sqlite_at_once(registry: SourceRegistry, statement: Statement, deadline: fl
     before). The leg passes the gate as every leg does."""
     from ..sql import native_sqlite  # connectorx loads with its first use
 
-    if expected_rows is None or expected_rows > native_sqlite.AT_ONCE_ROWS or leg.joined or \
-            leg.filters or leg.limit is not None or leg.table.db:
+    if expected_rows is None or expected_rows > native_sqlite.AT_ONCE_ROWS or \
+            not whole(leg) or leg.table.db:
         return None
     kinds = {column.lower(): leg.kinds.get(column) for column in leg.columns}
     if not kinds or any(kind not in ("int", "text") for kind in kinds.values()):

@@ -387,7 +387,7 @@ def stored_name(leg: Leg, alias: str, name: str) -> str:
     return leg.stored.get(alias.lower() if leg.joined else "", {}).get(name.lower(), name)
 
 
-def _stored_names(leg: Leg, condition: exp.Expression) -> exp.Expression:
+def _with_stored_names(leg: Leg, condition: exp.Expression) -> exp.Expression:
     """``condition`` (a copy) with each column of the leg's tables by its source's name."""
     condition = condition.copy()
     for column in condition.find_all(exp.Column):
@@ -436,7 +436,7 @@ def _leg_select(leg: Leg, extra: list[exp.Expression] | tuple) -> exp.Select:
         select = select.from_(table, copy=False) if i == 0 else \
             select.join(table, join_type="CROSS", copy=False)
     for condition in [*leg.filters, *extra]:
-        select = select.where(_stored_names(leg, condition), copy=False)
+        select = select.where(_with_stored_names(leg, condition), copy=False)
     if leg.limit is not None:
         select = select.limit(leg.limit, copy=False)
     return select

@@ -172,15 +172,17 @@ _KEPT_TEXT = 16 * 1024
 
 def _candidates(tree: exp.Expression, db: str | None) -> tuple[tuple[str, str], ...]:
     """(project, name) of each table of ``tree`` that ``_replace_views`` would look up."""
+    return tuple(dict.fromkeys((project, table.name) for table, project in
+                               _maybe_views(tree, db) if project))
+
+
+def _maybe_views(tree: exp.Expression, db: str | None) -> list[tuple[exp.Table, str | None]]:
+    """Each table of ``tree`` that may name a view, with its project (``db`` for a bare
+    name; None without one): not a three-part name, a table function or a CTE's name."""
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    found = []
-    for table in tree.find_all(exp.Table):
-        if table.catalog or not table.name or (not table.db and table.name.lower() in ctes):
-            continue
-        project = table.db or db
-        if project:
-            found.append((project, table.name))
-    return tuple(dict.fromkeys(found))
+    return [(table, table.db or db) for table in tree.find_all(exp.Table)
+            if not table.catalog and table.name
+            and not (not table.db and table.name.lower() in ctes)]
 
 
 def check_statement(project: str, name: str, query: str, database: str | None) -> None:
@@ -326,13 +328,7 @@ def _replace_views(tree: exp.Expression, db: str | None, registry: SourceRegistr
     """Replace the views ``tree`` names, in place; whether it named any. ``visiting``: the
     views (project, name) in lower case being expanded, which none may read again."""
     changed = False
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    for table in list(tree.find_all(exp.Table)):
-        if table.catalog or not table.name:
-            continue
-        if not table.db and table.name.lower() in ctes:
-            continue
-        project = table.db or db
+    for table, project in _maybe_views(tree, db):
         key = ((project or "").lower(), table.name.lower())
         if key in visiting or depth >= MAX_DEPTH:
             raise SqlError(ErrorCode.INVALID_STATEMENT,
